@@ -1,0 +1,161 @@
+"""Copier extensions of this template: the resource context and naming filters.
+
+``copier.yml`` loads both classes through ``copier_template_extensions``; every value
+that is computed from the answers is computed here, never in ``copier.yml``.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+import sys
+import textwrap
+import unicodedata
+from importlib.util import module_from_spec, spec_from_file_location
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from copier_template_extensions import ContextHook
+from jinja2 import Environment
+from jinja2.ext import Extension
+
+
+def _load_registry() -> ModuleType:
+    name = "copier_template_extensions.resource_registry"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = spec_from_file_location(name, Path(__file__).with_name("registry.py"))
+    assert spec is not None and spec.loader is not None
+    module = module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+registry = _load_registry()
+
+RESERVED_PACKAGE_NAMES = frozenset({"test", "tests", "src", "docs", "setup", "site"})
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-!|~])")
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def package_name_problem(name: object) -> str:
+    """Return why ``name`` cannot be the import name of the package, or ``""``."""
+    if not isinstance(name, str) or not name:
+        return "package_name must not be empty."
+    if not name.isidentifier() or not name.isascii() or name != name.lower():
+        return (
+            f"package_name {name!r} must be a lowercase Python identifier: ASCII letters, "
+            "digits and underscores, not starting with a digit."
+        )
+    if name.startswith("_"):
+        return f"package_name {name!r} must not start with an underscore (that marks private modules)."
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        return f"package_name {name!r} is a Python keyword."
+    if name in sys.stdlib_module_names:
+        return f"package_name {name!r} would shadow the standard-library module of the same name."
+    if name in RESERVED_PACKAGE_NAMES:
+        return f"package_name {name!r} is reserved for project folders; choose a distinctive name."
+    return ""
+
+
+def email_problem(address: object) -> str:
+    """Return why ``address`` is not a plausible e-mail address, or ``""``."""
+    text = str(address)
+    if not re.fullmatch(r"[^@\s\"<>,;]+@[^@\s\"<>,;]+\.[^@\s\"<>,;.]+", text):
+        return f"author_email {text!r} is not an e-mail address like name@example.com."
+    return ""
+
+
+def to_package_name(project_name: object) -> str:
+    """Derive a valid-looking import name from a free-text project name."""
+    ascii_text = unicodedata.normalize("NFKD", str(project_name)).encode("ascii", "ignore").decode()
+    name = re.sub(r"[^a-z0-9]+", "_", ascii_text.lower()).strip("_")
+    if not name:
+        return "package"
+    if name[0].isdigit():
+        name = f"pkg_{name}"
+    return name
+
+
+def toml_string(value: object) -> str:
+    """Quote ``value`` as a TOML basic string."""
+    out = []
+    for char in str(value):
+        if char in _TOML_ESCAPES:
+            out.append(_TOML_ESCAPES[char])
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\u{ord(char):04X}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+def yaml_string(value: object) -> str:
+    """Quote ``value`` as a YAML double-quoted scalar (JSON strings are valid YAML)."""
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def python_string(value: object) -> str:
+    """Quote ``value`` as a Python string literal in double quotes."""
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def docstring_text(value: object, width: int = 88, indent: str = "") -> str:
+    """Wrap ``value`` for a triple-double-quoted docstring, escaping what would end it."""
+    text = " ".join(str(value).split()).replace("\\", "\\\\").replace('"', '\\"')
+    lines = textwrap.wrap(text, width=width - len(indent), break_on_hyphens=False) or [""]
+    return f"\n{indent}".join(lines)
+
+
+def markdown_text(value: object) -> str:
+    """Escape ``value`` so Markdown shows it literally, on one line."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
+
+
+def pep503_name(value: object) -> str:
+    """Normalise a distribution name as PEP 503 does."""
+    return re.sub(r"[-_.]+", "-", str(value)).lower()
+
+
+class NamingFilters(Extension):
+    """Jinja filters for names and for quoting free text in each output format."""
+
+    def __init__(self, environment: Environment) -> None:
+        super().__init__(environment)
+        environment.filters.update(
+            package_name_problem=package_name_problem,
+            email_problem=email_problem,
+            to_package_name=to_package_name,
+            toml_string=toml_string,
+            yaml_string=yaml_string,
+            python_string=python_string,
+            docstring_text=docstring_text,
+            markdown_text=markdown_text,
+            pep503_name=pep503_name,
+        )
+
+
+class ResourceContext(ContextHook):
+    """Add the chosen resources, as registry entries, and derived names to the context."""
+
+    def hook(self, context: dict[str, Any]) -> None:
+        chosen = context.get("resources") or []
+        if isinstance(chosen, str):
+            chosen = [chosen]
+        async_support = bool(context.get("async_support"))
+        selected = [resource for resource in registry.RESOURCES if resource.key in chosen]
+        context["registry"] = registry.RESOURCES
+        context["selected_resources"] = selected
+        context["public_names"] = [
+            name for resource in selected for name in resource.names(async_support=async_support)
+        ]
+        context["core_modules"] = registry.CORE_MODULES
+        package_name = context.get("package_name") or ""
+        context["distribution_name"] = pep503_name(package_name)
+        python_min = str(context.get("python_min") or "3.11")
+        minor = int(python_min.split(".")[1])
+        context["python_versions"] = [f"3.{m}" for m in range(minor, 15)]
+        context["ruff_target"] = f"py3{minor}"
