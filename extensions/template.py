@@ -6,6 +6,7 @@ that is computed from the answers is computed here, never in ``copier.yml``.
 
 from __future__ import annotations
 
+import datetime
 import json
 import keyword
 import re
@@ -37,7 +38,8 @@ def _load_registry() -> ModuleType:
 registry = _load_registry()
 
 RESERVED_PACKAGE_NAMES = frozenset({"test", "tests", "src", "docs", "setup", "site"})
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-!|~])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!>])")
+_MARKDOWN_LINE_START = re.compile(r"^(\d+)([.)])|^([-+])")
 _TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 
 
@@ -103,16 +105,46 @@ def python_string(value: object) -> str:
     return json.dumps(str(value), ensure_ascii=False)
 
 
-def docstring_text(value: object, width: int = 88, indent: str = "") -> str:
-    """Wrap ``value`` for a triple-double-quoted docstring, escaping what would end it."""
-    text = " ".join(str(value).split()).replace("\\", "\\\\").replace('"', '\\"')
-    lines = textwrap.wrap(text, width=width - len(indent), break_on_hyphens=False) or [""]
-    return f"\n{indent}".join(lines)
+def docstring_literal(body: object, summary: str, width: int = 88) -> str:
+    """Build a module docstring literal: *summary*, a blank line, *body* wrapped.
+
+    The text is kept as it is: a docstring with a backslash becomes a raw string
+    (ruff's D301), and quotes need no escaping in a triple-quoted string because
+    ``description_problem`` refuses three double quotes in a row.
+    """
+    text = " ".join(str(body).split())
+    lines = textwrap.wrap(text, width=width, break_on_hyphens=False, break_long_words=False)
+    prefix = "r" if "\\" in summary + text else ""
+    return f'{prefix}"""{summary}\n\n' + "\n".join(lines) + '\n"""'
+
+
+def description_problem(description: object) -> str:
+    """Return why *description* cannot be used, or ``""``."""
+    text = str(description)
+    if not text.strip():
+        return "description must not be empty."
+    if '"""' in text:
+        return (
+            "description must not contain three double quotes in a row: "
+            "it becomes the package's docstring."
+        )
+    return ""
 
 
 def markdown_text(value: object) -> str:
-    """Escape ``value`` so Markdown shows it literally, on one line."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
+    """Escape ``value`` so Markdown shows it literally, on one line.
+
+    Only characters that every Markdown flavour lets a backslash escape are escaped
+    (Python-Markdown's set, a subset of CommonMark's); ``&`` and ``<`` become entities.
+    """
+    text = " ".join(str(value).split()).replace("&", "&amp;").replace("<", "&lt;")
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    return _MARKDOWN_LINE_START.sub(lambda m: f"{m[1]}\\{m[2]}" if m[1] else f"\\{m[3]}", text)
+
+
+def markdown_code(value: object) -> str:
+    """Render ``value`` as inline code (names only: no backticks inside)."""
+    return f"`{value}`"
 
 
 def pep503_name(value: object) -> str:
@@ -132,10 +164,13 @@ class NamingFilters(Extension):
             toml_string=toml_string,
             yaml_string=yaml_string,
             python_string=python_string,
-            docstring_text=docstring_text,
+            docstring_literal=docstring_literal,
+            description_problem=description_problem,
             markdown_text=markdown_text,
+            markdown_code=markdown_code,
             pep503_name=pep503_name,
         )
+        environment.globals["current_year"] = lambda: str(datetime.date.today().year)
 
 
 class ResourceContext(ContextHook):

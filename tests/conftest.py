@@ -1,0 +1,146 @@
+"""Fixtures of the template's own tests: the matrix, renders, tools and the ledger."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.matrix import ROOT, CheckLedger, Combination, full_matrix, sample_matrix
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pytest_copie.plugin import Copie
+
+BIN = Path(sys.executable).parent
+TEMPLATE_PARTS = ("copier.yml", "template", "extensions")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--matrix",
+        choices=("full", "sample"),
+        default="full",
+        help="full: every combination of answers (the default, what CI runs); "
+        "sample: no resource, each resource alone, all resources, and the other choices",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "combo" in metafunc.fixturenames:
+        matrix = full_matrix() if metafunc.config.getoption("matrix") == "full" else sample_matrix()
+        metafunc.parametrize(
+            "combo",
+            [pytest.param(c, id=c.id, marks=pytest.mark.xdist_group(c.id)) for c in matrix],
+        )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the tests of one combination back to back, so they share one render."""
+    order = {}
+    for item in items:
+        combo = getattr(item, "callspec", None) and item.callspec.params.get("combo")
+        if combo is not None:
+            order.setdefault(combo, len(order))
+    items.sort(
+        key=lambda item: order.get(
+            getattr(item, "callspec", None) and item.callspec.params.get("combo"), -1
+        )
+    )
+
+
+def _shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder shared by every xdist worker of this session (basetemp's parent)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def template_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The template as it is in the working tree, copied into a plain folder.
+
+    Rendering from a plain folder is twice as fast as from a git repository and
+    includes uncommitted changes without copier's dirty-repository warning.
+    """
+    snapshot = tmp_path_factory.mktemp("template")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for part in TEMPLATE_PARTS:
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, snapshot / part, ignore=ignore)
+        else:
+            shutil.copy2(source, snapshot / part)
+    return snapshot
+
+
+@pytest.fixture(scope="session")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> CheckLedger:
+    return CheckLedger(_shared_root(tmp_path_factory) / "ledger")
+
+
+@pytest.fixture(scope="session")
+def render(
+    copie_session: Copie, template_snapshot: Path
+) -> Callable[[Combination], Path]:
+    """Render a combination once per worker (its tests share one xdist group)."""
+    cache: dict[Combination, Path] = {}
+
+    def _render(combo: Combination) -> Path:
+        if combo not in cache:
+            result = copie_session.copy(
+                extra_answers=combo.answers(), template_dir=template_snapshot
+            )
+            if result.exit_code != 0 or result.project_dir is None:
+                raise AssertionError(f"render of {combo.id} failed: {result.exception!r}")
+            cache.clear()  # the group's tests run back to back: keep one render
+            cache[combo] = result.project_dir
+        return cache[combo]
+
+    return _render
+
+
+@pytest.fixture(scope="session")
+def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One mypy cache per worker: incremental runs re-check only changed modules."""
+    return tmp_path_factory.mktemp("mypy-cache")
+
+
+def tool_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["NO_COLOR"] = "1"
+    return env
+
+
+@pytest.fixture(scope="session")
+def run_tool() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run a tool of this environment in a project; fail with its output if it fails."""
+
+    def _run(project: Path, tool: str, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        command = [str(BIN / tool), *args] if tool != "python" else [sys.executable, *args]
+        result = subprocess.run(
+            command,
+            cwd=project,
+            env=tool_env(),
+            capture_output=True,
+            text=True,
+            timeout=kwargs.pop("timeout", 600),
+            check=False,
+            **kwargs,
+        )
+        if result.returncode != 0:
+            pytest.fail(
+                f"{' '.join(command)} failed in {project} (exit {result.returncode}):\n"
+                f"{result.stdout[-6000:]}\n{result.stderr[-3000:]}",
+                pytrace=False,
+            )
+        return result
+
+    return _run

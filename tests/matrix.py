@@ -1,0 +1,344 @@
+"""The answer matrix, and what each check of a rendered project depends on.
+
+Every combination of ``resources`` (all subsets of the registry) x ``async_support`` x
+``docs`` is rendered and checked.  The other choices (``license``, ``python_min``) are
+covered by extra combinations.  The expensive checks are keyed by the content of the
+files they read (``CheckLedger``), so a check whose inputs were already verified in
+this session is not run again; ``import_purity_problems`` proves the premise that
+makes a test file's outcome independent of the other resources chosen.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import itertools
+import os
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "extensions"))
+
+import registry  # noqa: E402
+
+PACKAGE = "pkg_under_test"
+RUNTIME_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+DEFAULT_ANSWERS: dict[str, Any] = {
+    "project_name": "Matrix Project",
+    "package_name": PACKAGE,
+    "license": "MIT",
+    "python_min": "3.11",
+}
+LICENSES = ("MIT", "Apache-2.0", "BSD-3-Clause", "none")
+PYTHON_VERSIONS = ("3.11", "3.12", "3.13", "3.14")
+
+
+@dataclass(frozen=True)
+class Combination:
+    """One set of answers to render, with the checks it gets."""
+
+    resources: tuple[str, ...]
+    async_support: bool
+    docs: bool
+    license: str = "MIT"
+    python_min: str = "3.11"
+
+    @property
+    def id(self) -> str:
+        parts = ["+".join(self.resources) or "none"]
+        parts.append("async" if self.async_support else "sync")
+        parts.append("docs" if self.docs else "nodocs")
+        if self.license != "MIT":
+            parts.append(self.license)
+        if self.python_min != "3.11":
+            parts.append(f"py{self.python_min}")
+        return "-".join(parts)
+
+    @property
+    def runnable(self) -> bool:
+        """Whether this machine's Python can run the project (else: static checks only)."""
+        return _version_tuple(self.python_min) <= _version_tuple(RUNTIME_PYTHON)
+
+    def answers(self) -> dict[str, Any]:
+        return {
+            **DEFAULT_ANSWERS,
+            "resources": list(self.resources),
+            "async_support": self.async_support,
+            "docs": self.docs,
+            "license": self.license,
+            "python_min": self.python_min,
+        }
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def all_subsets(keys: tuple[str, ...]) -> list[tuple[str, ...]]:
+    return [
+        subset
+        for size in range(len(keys) + 1)
+        for subset in itertools.combinations(keys, size)
+    ]
+
+
+def full_matrix() -> list[Combination]:
+    """Every subset of resources x async_support x docs, then the other choices."""
+    keys = tuple(resource.key for resource in registry.RESOURCES)
+    combos = [
+        Combination(subset, async_support, docs)
+        for subset in all_subsets(keys)
+        for async_support in (False, True)
+        for docs in (False, True)
+    ]
+    for license_ in LICENSES:
+        if license_ != "MIT":
+            combos.append(Combination(keys[:1], False, True, license=license_))
+    for version in PYTHON_VERSIONS:
+        if version != "3.11":
+            combos += [Combination(keys, a, True, python_min=version) for a in (False, True)]
+    return combos
+
+
+def sample_matrix() -> list[Combination]:
+    """The quick tier: no resource, each resource alone, and all of them."""
+    keys = tuple(resource.key for resource in registry.RESOURCES)
+    subsets = [(), *((key,) for key in keys), keys]
+    combos = [Combination(s, a, d) for s in subsets for a in (False, True) for d in (False, True)]
+    return [c for c in full_matrix() if c.license != "MIT" or c.python_min != "3.11"] + combos
+
+
+def expected_files(combo: Combination) -> set[str]:
+    """Every file the render of ``combo`` must contain, and nothing else."""
+    files = {
+        ".copier-answers.yml",
+        ".github/workflows/ci.yml",
+        ".gitignore",
+        ".pre-commit-config.yaml",
+        "CHANGELOG.md",
+        "README.md",
+        "pyproject.toml",
+        f"src/{PACKAGE}/__init__.py",
+        f"src/{PACKAGE}/py.typed",
+        "tests/conftest.py",
+        "tests/test_package.py",
+    }
+    files |= {f"src/{PACKAGE}/{module}.py" for module in registry.CORE_MODULES}
+    files |= {"tests/test_helpers.py", "tests/test_testing.py"}
+    if combo.license != "none":
+        files.add("LICENSE")
+    if combo.docs:
+        files |= {"mkdocs.yml", "docs/index.md", "docs/errors.md"}
+        files |= {"docs/helpers.md", "docs/testing.md"}
+    for key in combo.resources:
+        module = registry.BY_KEY[key].module
+        files |= {f"src/{PACKAGE}/{module}.py", f"tests/test_{module}.py"}
+        if combo.docs:
+            files.add(f"docs/resources/{module}.md")
+    return files
+
+
+def project_files(project: Path) -> set[str]:
+    return {
+        path.relative_to(project).as_posix()
+        for path in project.rglob("*")
+        if path.is_file() and not any(part.startswith((".mypy_cache", ".ruff_cache")) for part in path.parts)
+    }
+
+
+JINJA_LEFTOVER = re.compile(r"\{\{|\}\}|\{%|%\}|\{#|#\}")
+_GHA_EXPRESSION = re.compile(r"\$\{\{[^}]*\}\}")
+
+
+def jinja_leftovers(project: Path) -> list[str]:
+    """Lines that still look like Jinja (GitHub Actions ``${{ }}`` expressions excepted)."""
+    found = []
+    for name in sorted(project_files(project)):
+        text = (project / name).read_text(encoding="utf-8")
+        for number, line in enumerate(text.splitlines(), 1):
+            if JINJA_LEFTOVER.search(_GHA_EXPRESSION.sub("", line)):
+                found.append(f"{name}:{number}: {line.strip()}")
+    return found
+
+
+# -- what the checks depend on ------------------------------------------------------
+
+
+def digest(*parts: bytes | str) -> str:
+    hasher = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        hasher.update(len(data).to_bytes(8, "big"))
+        hasher.update(data)
+    return hasher.hexdigest()
+
+
+def _table(pyproject: dict[str, Any], *keys: str) -> str:
+    value: Any = pyproject
+    for key in keys:
+        value = value.get(key, {})
+    return repr(value)
+
+
+def _imported_package_modules(tree: ast.Module) -> set[str]:
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith(f"{PACKAGE}."):
+                modules.add(node.module.split(".")[1])
+            elif node.module == PACKAGE:
+                modules |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            modules |= {
+                alias.name.split(".")[1]
+                for alias in node.names
+                if alias.name.startswith(f"{PACKAGE}.")
+            }
+    return modules
+
+
+def test_file_keys(project: Path) -> dict[str, str]:
+    """Key each test file by everything its outcome can depend on.
+
+    That is the test file, ``conftest.py``, the pytest settings and the Python
+    floor, the core modules, and the package modules it imports.  Not included:
+    ``__init__.py`` and the modules of resources the test does not import, which
+    is sound because ``import_purity_problems`` is empty (importing them defines
+    names and does nothing else).  ``test_package.py`` imports the package itself,
+    so its key covers every module.
+    """
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    src = project / "src" / PACKAGE
+    modules = {path.stem: path.read_bytes() for path in sorted(src.glob("*.py"))}
+    always = [name for name in modules if name in registry.CORE_MODULES]
+    shared = digest(
+        (project / "tests" / "conftest.py").read_bytes(),
+        _table(pyproject, "tool", "pytest"),
+        _table(pyproject, "project", "requires-python"),
+        *(modules[name] for name in always),
+    )
+    keys = {}
+    for test in sorted((project / "tests").glob("test_*.py")):
+        source = test.read_bytes()
+        imported = _imported_package_modules(ast.parse(source))
+        if test.name == "test_package.py" or "__init__" in imported:
+            imported = set(modules)
+        keys[test.name] = digest(
+            shared, source, *(name.encode() + modules[name] for name in sorted(imported & set(modules)))
+        )
+    return keys
+
+
+def docs_page_keys(project: Path) -> dict[str, str]:
+    """Key each docs page by its text and the modules its ``:::`` blocks document."""
+    src = project / "src" / PACKAGE
+    config = (project / "mkdocs.yml").read_bytes()
+    keys = {}
+    for page in sorted((project / "docs").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        documented = re.findall(rf"^::: {PACKAGE}\.(\w+)", text, flags=re.MULTILINE)
+        keys[page.relative_to(project).as_posix()] = digest(
+            config if page.name != "index.md" else b"",
+            text,
+            *((src / f"{module}.py").read_bytes() for module in documented),
+        )
+    return keys
+
+
+_PURE_CALLS = {"TypeVar", "ParamSpec", "TypeVarTuple", "NewType", "object", "frozenset", "tuple", "Literal"}
+
+
+def _pure_expression(node: ast.expr | None) -> bool:
+    if node is None:
+        return True
+    for child in ast.walk(node):
+        if isinstance(child, ast.Call):
+            func = child.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if name not in _PURE_CALLS:
+                return False
+        elif isinstance(child, (ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr, ast.Lambda)):
+            return False
+    return True
+
+
+def _pure_statements(body: list[ast.stmt]) -> list[str]:
+    problems = []
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not all(
+                _pure_expression(d) for d in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]
+            ):
+                problems.append(f"line {node.lineno}: impure decorator or default")
+            continue
+        if isinstance(node, ast.ClassDef):
+            if not all(_pure_expression(d) for d in node.decorator_list):
+                problems.append(f"line {node.lineno}: impure class decorator")
+            problems += _pure_class_body(node.body)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.TypeAlias)):
+            if not _pure_expression(getattr(node, "value", None)):
+                problems.append(f"line {node.lineno}: assignment runs code")
+        elif isinstance(node, ast.If):
+            test = ast.unparse(node.test)
+            if not (test.startswith("sys.version_info") or test == "TYPE_CHECKING"):
+                problems.append(f"line {node.lineno}: condition {test!r} at import time")
+            problems += _pure_statements(node.body) + _pure_statements(node.orelse)
+        else:
+            problems.append(f"line {node.lineno}: {type(node).__name__} runs at import time")
+    return problems
+
+
+def _pure_class_body(body: list[ast.stmt]) -> list[str]:
+    return _pure_statements(body)
+
+
+def import_purity_problems(module: Path) -> list[str]:
+    """Why importing ``module`` could do more than define names (empty: it cannot)."""
+    tree = ast.parse(module.read_bytes())
+    return [f"{module.name}: {problem}" for problem in _pure_statements(tree.body)]
+
+
+def init_problems(init: Path) -> list[str]:
+    """``__init__.py`` may only import from package modules and define ``__all__``."""
+    problems = []
+    for node in ast.parse(init.read_bytes()).body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(f"{PACKAGE}."):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and all(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in targets
+        ):
+            continue
+        problems.append(f"__init__.py line {node.lineno}: {ast.unparse(node)[:60]}")
+    return problems
+
+
+@dataclass
+class CheckLedger:
+    """Content-addressed record of checks that passed, shared by xdist workers.
+
+    A check that passed for some inputs passes for the same inputs again: its key
+    is a digest of everything it reads.  Records are files, created atomically.
+    """
+
+    root: Path
+    ran: list[str] = field(default_factory=list)
+
+    def passed(self, kind: str, key: str) -> bool:
+        return (self.root / kind / key).exists()
+
+    def record(self, kind: str, key: str) -> None:
+        directory = self.root / kind
+        directory.mkdir(parents=True, exist_ok=True)
+        temp = directory / f".{key}.{os.getpid()}"
+        temp.write_text("passed\n", encoding="utf-8")
+        temp.replace(directory / key)

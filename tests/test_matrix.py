@@ -1,0 +1,110 @@
+"""Every combination of answers renders a project that passes its own tool chain.
+
+The tests of one combination share a render (one xdist group).  Each check reads
+only what it depends on; ``tests/matrix.py`` says what that is.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pytest
+import yaml
+
+from tests.matrix import (
+    PACKAGE,
+    Combination,
+    docs_page_keys,
+    expected_files,
+    import_purity_problems,
+    init_problems,
+    jinja_leftovers,
+    project_files,
+    test_file_keys,
+)
+
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from tests.matrix import CheckLedger
+
+    Render = Callable[[Combination], Path]
+    RunTool = Callable[..., subprocess.CompletedProcess[str]]
+
+pytestmark = pytest.mark.slow
+
+
+def test_render_is_complete_and_clean(combo: Combination, render: Render) -> None:
+    project = render(combo)
+    files = project_files(project)
+    assert sorted(files - expected_files(combo)) == [], "unexpected files"
+    assert sorted(expected_files(combo) - files) == [], "missing files"
+    assert jinja_leftovers(project) == []
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text(encoding="utf-8"))
+    expected = combo.answers()
+    assert {key: answers.get(key) for key in expected} == expected
+    assert answers["_src_path"]
+    for text_file in files:
+        data = (project / text_file).read_bytes()
+        assert data.endswith(b"\n"), f"{text_file} does not end with a newline"
+        assert not data.endswith(b"\n\n"), f"{text_file} ends with blank lines"
+
+
+def test_modules_are_import_pure(combo: Combination, render: Render) -> None:
+    """The premise of keying test files by the modules they import (tests/matrix.py)."""
+    project = render(combo)
+    src = project / "src" / PACKAGE
+    assert init_problems(src / "__init__.py") == []
+    problems = [p for module in sorted(src.glob("*.py")) for p in import_purity_problems(module)]
+    assert problems == []
+
+
+def test_lint_and_format(combo: Combination, render: Render, run_tool: RunTool) -> None:
+    project = render(combo)
+    run_tool(project, "ruff", "check", "--no-cache", ".")
+    run_tool(project, "ruff", "format", "--no-cache", "--check", ".")
+
+
+def test_types_strict(
+    combo: Combination, render: Render, run_tool: RunTool, mypy_cache: Path
+) -> None:
+    project = render(combo)
+    run_tool(project, "mypy", "--cache-dir", str(mypy_cache))
+
+
+def test_own_test_suite(
+    combo: Combination, render: Render, run_tool: RunTool, ledger: CheckLedger
+) -> None:
+    if not combo.runnable:
+        pytest.skip(f"Python {combo.python_min} is not installed: checked statically only")
+    project = render(combo)
+    keys = test_file_keys(project)
+    pending = sorted(name for name, key in keys.items() if not ledger.passed("pytest", key))
+    assert "test_package.py" in pending or not keys, "test_package.py checks every render"
+    run_tool(project, "python", "-m", "pytest", "-p", "no:cacheprovider", "-q", *(f"tests/{n}" for n in pending))
+    for name in pending:
+        ledger.record("pytest", keys[name])
+
+
+def test_docs_build_strict(
+    combo: Combination, render: Render, run_tool: RunTool, ledger: CheckLedger
+) -> None:
+    if not combo.docs:
+        pytest.skip("docs not chosen")
+    project = render(combo)
+    nav_pages = set(re.findall(r":\s*(\S+\.md)\s*$", (project / "mkdocs.yml").read_text(), re.M))
+    pages = {p.relative_to(project / "docs").as_posix() for p in (project / "docs").rglob("*.md")}
+    assert nav_pages == pages, "mkdocs.yml nav and docs/ disagree"
+    index = (project / "docs" / "index.md").read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)#:]+\.md)\)", index):
+        assert target in pages, f"index.md links to missing {target}"
+    keys = docs_page_keys(project)
+    if all(ledger.passed("docs", key) for key in keys.values()):
+        return
+    site = project.parent / f"{project.name}-site"
+    run_tool(project, "mkdocs", "build", "--strict", "--site-dir", str(site))
+    for key in keys.values():
+        ledger.record("docs", key)

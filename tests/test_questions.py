@@ -1,0 +1,158 @@
+"""Answers: bad ones are refused with a clear message; free text lands intact."""
+
+from __future__ import annotations
+
+import ast
+import html
+import re
+import subprocess
+import tomllib
+from typing import TYPE_CHECKING, Any
+
+import copier
+import markdown
+import pytest
+import yaml
+
+from tests.conftest import BIN, tool_env
+from tests.matrix import PACKAGE
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+TRICKY = {
+    "project_name": 'Café "Ünïcode": #1 {braces} \\ back\\slash *stars* _under_ <tag>',
+    "description": 'Quotes "double" and \'single\', colon: yes, # not a comment, {{ not jinja }}, '
+    "back\\slash, tab\tand ünïcode — ok",
+    "author_name": "Zoë O'Brien-Łukasiewicz, Jr. {#}",
+    "author_email": "zoe+test@example.org",
+}
+
+
+def copy(template: Path, destination: Path, **data: Any) -> Path:
+    copier.run_copy(
+        str(template), destination, data={"package_name": PACKAGE, **data},
+        defaults=True, unsafe=True, quiet=True,
+    )
+    return destination
+
+
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        ({"package_name": "sqlite3"}, "would shadow the standard-library module"),
+        ({"package_name": "os"}, "would shadow the standard-library module"),
+        ({"package_name": "My-Package"}, "must be a lowercase Python identifier"),
+        ({"package_name": "Package"}, "must be a lowercase Python identifier"),
+        ({"package_name": "1abc"}, "must be a lowercase Python identifier"),
+        ({"package_name": "café"}, "must be a lowercase Python identifier"),
+        ({"package_name": "class"}, "is a Python keyword"),
+        ({"package_name": "match"}, "is a Python keyword"),
+        ({"package_name": "_private"}, "must not start with an underscore"),
+        ({"package_name": "test"}, "is reserved"),
+        ({"package_name": "tests"}, "is reserved"),
+        ({"package_name": ""}, "must not be empty"),
+        ({"project_name": "   "}, "project_name must not be empty"),
+        ({"author_name": ""}, "author_name must not be empty"),
+        ({"description": "  "}, "description must not be empty"),
+        ({"description": 'a """ b'}, "must not contain three double quotes"),
+        ({"author_email": "not-an-address"}, "is not an e-mail address"),
+        ({"author_email": "a@b"}, "is not an e-mail address"),
+        ({"license": "GPL-3.0"}, "Invalid choice for 'license'"),
+        ({"python_min": "3.10"}, "Invalid choice for 'python_min'"),
+        ({"resources": ["file", "ftp"]}, "Invalid choice for 'resources'"),
+    ],
+    ids=lambda value: str(value) if isinstance(value, dict) else "",
+)
+def test_bad_answers_are_refused(
+    template_snapshot: Path, tmp_path: Path, answers: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        copy(template_snapshot, tmp_path / "out", **answers)
+    assert not (tmp_path / "out" / "pyproject.toml").exists()
+
+
+def test_command_line_refuses_with_the_message(template_snapshot: Path, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(BIN / "copier"), "copy", "--trust", "--defaults", "--data", "package_name=json",
+         str(template_snapshot), str(tmp_path / "out")],
+        capture_output=True, text=True, env=tool_env(), check=False, timeout=120,
+    )
+    assert result.returncode != 0
+    assert "package_name 'json' would shadow the standard-library module" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("project_name", "package_name"),
+    [("My Resources", "my_resources"), ("Café Déjà-Vu 2", "cafe_deja_vu_2"), ("2fast", "pkg_2fast")],
+)
+def test_package_name_default_derives_from_project_name(
+    template_snapshot: Path, tmp_path: Path, project_name: str, package_name: str
+) -> None:
+    copier.run_copy(
+        str(template_snapshot), tmp_path, data={"project_name": project_name, "resources": []},
+        defaults=True, unsafe=True, quiet=True,
+    )
+    answers = yaml.safe_load((tmp_path / ".copier-answers.yml").read_text(encoding="utf-8"))
+    assert answers["package_name"] == package_name
+    assert (tmp_path / "src" / package_name / "__init__.py").is_file()
+
+
+@pytest.fixture(scope="module")
+def tricky_project(tmp_path_factory: pytest.TempPathFactory, template_snapshot: Path) -> Path:
+    return copy(
+        template_snapshot, tmp_path_factory.mktemp("tricky"), resources=["file"], docs=True,
+        license="BSD-3-Clause", **TRICKY,
+    )
+
+
+def _markdown_text(source: str) -> str:
+    rendered = markdown.markdown(source)
+    return html.unescape(re.sub(r"<[^>]+>", "", rendered)).strip()
+
+
+def test_free_text_lands_intact_in_toml(tricky_project: Path) -> None:
+    project = tomllib.loads((tricky_project / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["description"] == TRICKY["description"]
+    assert project["authors"] == [{"name": TRICKY["author_name"], "email": TRICKY["author_email"]}]
+
+
+def test_free_text_lands_intact_in_yaml(tricky_project: Path) -> None:
+    config = yaml.safe_load((tricky_project / "mkdocs.yml").read_text(encoding="utf-8"))
+    assert config["site_name"] == TRICKY["project_name"]
+    assert config["site_description"] == TRICKY["description"]
+    assert config["site_author"] == TRICKY["author_name"]
+    answers = yaml.safe_load((tricky_project / ".copier-answers.yml").read_text(encoding="utf-8"))
+    assert {key: answers[key] for key in TRICKY} == TRICKY
+
+
+def test_free_text_lands_intact_in_python(tricky_project: Path) -> None:
+    init = tricky_project / "src" / PACKAGE / "__init__.py"
+    docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+    assert docstring is not None
+    summary, _, body = docstring.partition("\n\n")
+    assert summary == f"The {PACKAGE} package."
+    assert " ".join(body.split()) == " ".join(TRICKY["description"].split())
+
+
+def test_free_text_lands_intact_in_markdown(tricky_project: Path) -> None:
+    readme = (tricky_project / "README.md").read_text(encoding="utf-8").split("\n\n")
+    assert _markdown_text(readme[0]) == TRICKY["project_name"]
+    assert _markdown_text(readme[1]) == " ".join(TRICKY["description"].split())
+    index = (tricky_project / "docs" / "index.md").read_text(encoding="utf-8").split("\n\n")
+    assert _markdown_text(index[0]) == TRICKY["project_name"]
+
+
+def test_free_text_lands_intact_in_license(tricky_project: Path) -> None:
+    assert f", {TRICKY['author_name']}\n" in (tricky_project / "LICENSE").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_tricky_project_passes_lint_and_types(
+    tricky_project: Path, run_tool: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    run_tool(tricky_project, "ruff", "check", "--no-cache", ".")
+    run_tool(tricky_project, "ruff", "format", "--no-cache", "--check", ".")
+    run_tool(tricky_project, "mypy", "--no-incremental")
+    run_tool(tricky_project, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_package.py")

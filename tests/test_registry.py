@@ -1,0 +1,65 @@
+"""The registry, copier.yml and the template's files agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.matrix import ROOT, registry
+
+TEMPLATE = ROOT / "template"
+
+
+def copier_questions() -> dict[str, Any]:
+    data = yaml.safe_load((ROOT / "copier.yml").read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return {key: value for key, value in data.items() if not key.startswith("_")}
+
+
+def test_registry_is_consistent() -> None:
+    assert registry.check_registry() == []
+
+
+def test_copier_choices_match_the_registry() -> None:
+    choices = copier_questions()["resources"]["choices"]
+    assert list(choices.values()) == [r.key for r in registry.RESOURCES]
+    assert list(choices) == [r.title for r in registry.RESOURCES]
+
+
+@pytest.mark.parametrize("resource", registry.RESOURCES, ids=lambda r: r.key)
+def test_each_resource_has_its_three_templates(resource: registry.Resource) -> None:
+    condition = f"{{% if '{resource.key}' in resources %}}"
+    expected = [
+        TEMPLATE / "src" / "{{ package_name }}" / f"{condition}{resource.module}.py{{% endif %}}.jinja",
+        TEMPLATE / "tests" / f"{condition}test_{resource.module}.py{{% endif %}}.jinja",
+        TEMPLATE
+        / "{% if docs %}docs{% endif %}"
+        / "resources"
+        / f"{condition}{resource.module}.md{{% endif %}}.jinja",
+    ]
+    missing = [str(path.relative_to(ROOT)) for path in expected if not path.is_file()]
+    assert missing == []
+
+
+def test_no_template_file_belongs_to_an_unknown_resource() -> None:
+    keys = {r.key for r in registry.RESOURCES}
+    mentioned = set()
+    for path in TEMPLATE.rglob("*"):
+        name = path.name
+        if "in resources %}" in name:
+            mentioned.add(name.split("'")[1])
+    assert mentioned <= keys
+
+
+def test_every_question_has_help() -> None:
+    for name, question in copier_questions().items():
+        assert question.get("help"), f"question {name!r} has no help text"
+
+
+def test_interface_question_names() -> None:
+    assert set(copier_questions()) >= {
+        "project_name", "package_name", "description", "author_name", "author_email",
+        "license", "python_min", "resources", "async_support", "docs",
+    }
