@@ -1,4 +1,3 @@
-# HELPERS WORKING IN PARALLEL: read /tmp/helper_common.md FIRST (git rules, conventions, /tmp/check.sh). Removed later.
 """The resource registry: the single source of truth for what a resource is.
 
 Adding a resource means one entry in ``RESOURCES`` plus three templates, named after
@@ -125,7 +124,9 @@ def check_registry(resources: tuple[Resource, ...] = RESOURCES) -> list[str]:
         for field in ("key", "module"):
             value = getattr(resource, field)
             if not value.isidentifier() or keyword.iskeyword(value) or value != value.lower():
-                problems.append(f"{resource.key!r}: {field} {value!r} is not a lowercase identifier")
+                problems.append(
+                    f"{resource.key!r}: {field} {value!r} is not a lowercase identifier"
+                )
         for kind, value in (("key", resource.key), ("module", resource.module)):
             owner = seen.setdefault(f"{kind}:{value}", resource.key)
             if owner != resource.key:

@@ -28,7 +28,8 @@ def _load_registry() -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     spec = spec_from_file_location(name, Path(__file__).with_name("registry.py"))
-    assert spec is not None and spec.loader is not None
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the resource registry from {__file__}")
     module = module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -40,7 +41,15 @@ registry = _load_registry()
 RESERVED_PACKAGE_NAMES = frozenset({"test", "tests", "src", "docs", "setup", "site"})
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!>])")
 _MARKDOWN_LINE_START = re.compile(r"^(\d+)([.)])|^([-+])")
-_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+_TOML_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\f": "\\f",
+    "\r": "\\r",
+}
 
 
 def package_name_problem(name: object) -> str:
@@ -53,7 +62,9 @@ def package_name_problem(name: object) -> str:
             "digits and underscores, not starting with a digit."
         )
     if name.startswith("_"):
-        return f"package_name {name!r} must not start with an underscore (that marks private modules)."
+        return (
+            f"package_name {name!r} must not start with an underscore (that marks private modules)."
+        )
     if keyword.iskeyword(name) or keyword.issoftkeyword(name):
         return f"package_name {name!r} is a Python keyword."
     if name in sys.stdlib_module_names:

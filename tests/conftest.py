@@ -41,18 +41,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
 
 
+def _combo_of(item: pytest.Item) -> Combination | None:
+    callspec = getattr(item, "callspec", None)
+    combo = callspec.params.get("combo") if callspec is not None else None
+    return combo if isinstance(combo, Combination) else None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the tests of one combination back to back, so they share one render."""
-    order = {}
+    order: dict[Combination, int] = {}
     for item in items:
-        combo = getattr(item, "callspec", None) and item.callspec.params.get("combo")
+        combo = _combo_of(item)
         if combo is not None:
             order.setdefault(combo, len(order))
-    items.sort(
-        key=lambda item: order.get(
-            getattr(item, "callspec", None) and item.callspec.params.get("combo"), -1
-        )
-    )
+
+    def position(item: pytest.Item) -> int:
+        combo = _combo_of(item)
+        return -1 if combo is None else order[combo]
+
+    items.sort(key=position)
 
 
 def _shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -85,9 +92,7 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> CheckLedger:
 
 
 @pytest.fixture(scope="session")
-def render(
-    copie_session: Copie, template_snapshot: Path
-) -> Callable[[Combination], Path]:
+def render(copie_session: Copie, template_snapshot: Path) -> Callable[[Combination], Path]:
     """Render a combination once per worker (its tests share one xdist group)."""
     cache: dict[Combination, Path] = {}
 
@@ -123,7 +128,9 @@ def tool_env() -> dict[str, str]:
 def run_tool() -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run a tool of this environment in a project; fail with its output if it fails."""
 
-    def _run(project: Path, tool: str, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    def _run(
+        project: Path, tool: str, *args: str, **kwargs: Any
+    ) -> subprocess.CompletedProcess[str]:
         command = [str(BIN / tool), *args] if tool != "python" else [sys.executable, *args]
         result = subprocess.run(
             command,

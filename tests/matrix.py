@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "extensions"))
 
-import registry  # noqa: E402
+import registry as registry  # noqa: E402  (extensions/ is not a package)
 
 PACKAGE = "pkg_under_test"
 RUNTIME_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -81,9 +81,7 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 
 def all_subsets(keys: tuple[str, ...]) -> list[tuple[str, ...]]:
     return [
-        subset
-        for size in range(len(keys) + 1)
-        for subset in itertools.combinations(keys, size)
+        subset for size in range(len(keys) + 1) for subset in itertools.combinations(keys, size)
     ]
 
 
@@ -147,7 +145,8 @@ def project_files(project: Path) -> set[str]:
     return {
         path.relative_to(project).as_posix()
         for path in project.rglob("*")
-        if path.is_file() and not any(part.startswith((".mypy_cache", ".ruff_cache")) for part in path.parts)
+        if path.is_file()
+        and not any(part.startswith((".mypy_cache", ".ruff_cache")) for part in path.parts)
     }
 
 
@@ -229,7 +228,9 @@ def test_file_keys(project: Path) -> dict[str, str]:
         if test.name == "test_package.py" or "__init__" in imported:
             imported = set(modules)
         keys[test.name] = digest(
-            shared, source, *(name.encode() + modules[name] for name in sorted(imported & set(modules)))
+            shared,
+            source,
+            *(name.encode() + modules[name] for name in sorted(imported & set(modules))),
         )
     return keys
 
@@ -250,7 +251,18 @@ def docs_page_keys(project: Path) -> dict[str, str]:
     return keys
 
 
-_PURE_CALLS = {"TypeVar", "ParamSpec", "TypeVarTuple", "NewType", "object", "frozenset", "tuple", "Literal"}
+_PURE_CALLS = {
+    "TypeVar",
+    "ParamSpec",
+    "TypeVarTuple",
+    "NewType",
+    "object",
+    "frozenset",
+    "tuple",
+    "Literal",
+    "dataclass",
+    "field",
+}
 
 
 def _pure_expression(node: ast.expr | None) -> bool:
@@ -272,7 +284,8 @@ def _pure_statements(body: list[ast.stmt]) -> list[str]:
     for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not all(
-                _pure_expression(d) for d in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]
+                _pure_expression(d)
+                for d in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]
             ):
                 problems.append(f"line {node.lineno}: impure decorator or default")
             continue
@@ -282,7 +295,7 @@ def _pure_statements(body: list[ast.stmt]) -> list[str]:
             problems += _pure_class_body(node.body)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             continue
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.TypeAlias)):
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             if not _pure_expression(getattr(node, "value", None)):
                 problems.append(f"line {node.lineno}: assignment runs code")
         elif isinstance(node, ast.If):

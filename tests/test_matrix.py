@@ -84,7 +84,16 @@ def test_own_test_suite(
     keys = test_file_keys(project)
     pending = sorted(name for name, key in keys.items() if not ledger.passed("pytest", key))
     assert "test_package.py" in pending or not keys, "test_package.py checks every render"
-    run_tool(project, "python", "-m", "pytest", "-p", "no:cacheprovider", "-q", *(f"tests/{n}" for n in pending))
+    run_tool(
+        project,
+        "python",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *(f"tests/{n}" for n in pending),
+    )
     for name in pending:
         ledger.record("pytest", keys[name])
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 TRICKY = {
     "project_name": 'Café "Ünïcode": #1 {braces} \\ back\\slash *stars* _under_ <tag>',
-    "description": 'Quotes "double" and \'single\', colon: yes, # not a comment, {{ not jinja }}, '
+    "description": "Quotes \"double\" and 'single', colon: yes, # not a comment, {{ not jinja }}, "
     "back\\slash, tab\tand ünïcode — ok",
     "author_name": "Zoë O'Brien-Łukasiewicz, Jr. {#}",
     "author_email": "zoe+test@example.org",
@@ -32,8 +32,12 @@ TRICKY = {
 
 def copy(template: Path, destination: Path, **data: Any) -> Path:
     copier.run_copy(
-        str(template), destination, data={"package_name": PACKAGE, **data},
-        defaults=True, unsafe=True, quiet=True,
+        str(template),
+        destination,
+        data={"package_name": PACKAGE, **data},
+        defaults=True,
+        unsafe=True,
+        quiet=True,
     )
     return destination
 
@@ -75,9 +79,21 @@ def test_bad_answers_are_refused(
 
 def test_command_line_refuses_with_the_message(template_snapshot: Path, tmp_path: Path) -> None:
     result = subprocess.run(
-        [str(BIN / "copier"), "copy", "--trust", "--defaults", "--data", "package_name=json",
-         str(template_snapshot), str(tmp_path / "out")],
-        capture_output=True, text=True, env=tool_env(), check=False, timeout=120,
+        [
+            str(BIN / "copier"),
+            "copy",
+            "--trust",
+            "--defaults",
+            "--data",
+            "package_name=json",
+            str(template_snapshot),
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env=tool_env(),
+        check=False,
+        timeout=120,
     )
     assert result.returncode != 0
     assert "package_name 'json' would shadow the standard-library module" in result.stderr
@@ -85,14 +101,22 @@ def test_command_line_refuses_with_the_message(template_snapshot: Path, tmp_path
 
 @pytest.mark.parametrize(
     ("project_name", "package_name"),
-    [("My Resources", "my_resources"), ("Café Déjà-Vu 2", "cafe_deja_vu_2"), ("2fast", "pkg_2fast")],
+    [
+        ("My Resources", "my_resources"),
+        ("Café Déjà-Vu 2", "cafe_deja_vu_2"),
+        ("2fast", "pkg_2fast"),
+    ],
 )
 def test_package_name_default_derives_from_project_name(
     template_snapshot: Path, tmp_path: Path, project_name: str, package_name: str
 ) -> None:
     copier.run_copy(
-        str(template_snapshot), tmp_path, data={"project_name": project_name, "resources": []},
-        defaults=True, unsafe=True, quiet=True,
+        str(template_snapshot),
+        tmp_path,
+        data={"project_name": project_name, "resources": []},
+        defaults=True,
+        unsafe=True,
+        quiet=True,
     )
     answers = yaml.safe_load((tmp_path / ".copier-answers.yml").read_text(encoding="utf-8"))
     assert answers["package_name"] == package_name
@@ -102,8 +126,12 @@ def test_package_name_default_derives_from_project_name(
 @pytest.fixture(scope="module")
 def tricky_project(tmp_path_factory: pytest.TempPathFactory, template_snapshot: Path) -> Path:
     return copy(
-        template_snapshot, tmp_path_factory.mktemp("tricky"), resources=["file"], docs=True,
-        license="BSD-3-Clause", **TRICKY,
+        template_snapshot,
+        tmp_path_factory.mktemp("tricky"),
+        resources=["file"],
+        docs=True,
+        license="BSD-3-Clause",
+        **TRICKY,
     )
 
 
@@ -113,7 +141,9 @@ def _markdown_text(source: str) -> str:
 
 
 def test_free_text_lands_intact_in_toml(tricky_project: Path) -> None:
-    project = tomllib.loads((tricky_project / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    project = tomllib.loads((tricky_project / "pyproject.toml").read_text(encoding="utf-8"))[
+        "project"
+    ]
     assert project["description"] == TRICKY["description"]
     assert project["authors"] == [{"name": TRICKY["author_name"], "email": TRICKY["author_email"]}]
 
@@ -145,7 +175,9 @@ def test_free_text_lands_intact_in_markdown(tricky_project: Path) -> None:
 
 
 def test_free_text_lands_intact_in_license(tricky_project: Path) -> None:
-    assert f", {TRICKY['author_name']}\n" in (tricky_project / "LICENSE").read_text(encoding="utf-8")
+    assert f", {TRICKY['author_name']}\n" in (tricky_project / "LICENSE").read_text(
+        encoding="utf-8"
+    )
 
 
 @pytest.mark.slow
@@ -155,4 +187,13 @@ def test_tricky_project_passes_lint_and_types(
     run_tool(tricky_project, "ruff", "check", "--no-cache", ".")
     run_tool(tricky_project, "ruff", "format", "--no-cache", "--check", ".")
     run_tool(tricky_project, "mypy", "--no-incremental")
-    run_tool(tricky_project, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_package.py")
+    run_tool(
+        tricky_project,
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/test_package.py",
+    )

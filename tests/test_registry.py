@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,7 +34,10 @@ def test_copier_choices_match_the_registry() -> None:
 def test_each_resource_has_its_three_templates(resource: registry.Resource) -> None:
     condition = f"{{% if '{resource.key}' in resources %}}"
     expected = [
-        TEMPLATE / "src" / "{{ package_name }}" / f"{condition}{resource.module}.py{{% endif %}}.jinja",
+        TEMPLATE
+        / "src"
+        / "{{ package_name }}"
+        / f"{condition}{resource.module}.py{{% endif %}}.jinja",
         TEMPLATE / "tests" / f"{condition}test_{resource.module}.py{{% endif %}}.jinja",
         TEMPLATE
         / "{% if docs %}docs{% endif %}"
@@ -60,6 +65,33 @@ def test_every_question_has_help() -> None:
 
 def test_interface_question_names() -> None:
     assert set(copier_questions()) >= {
-        "project_name", "package_name", "description", "author_name", "author_email",
-        "license", "python_min", "resources", "async_support", "docs",
+        "project_name",
+        "package_name",
+        "description",
+        "author_name",
+        "author_email",
+        "license",
+        "python_min",
+        "resources",
+        "async_support",
+        "docs",
     }
+
+
+def test_readme_lists_every_resource() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for resource in registry.RESOURCES:
+        row = f"| `{resource.key}` | `{resource.module}` | "
+        assert row in readme, f"README.md has no row for {resource.key!r}"
+        line = readme[readme.index(row) :].splitlines()[0]
+        for name in resource.exports + resource.async_exports:
+            assert f"`{name}`" in line
+
+
+@pytest.mark.slow
+def test_template_code_passes_its_own_lint_and_types(
+    run_tool: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    run_tool(ROOT, "ruff", "check", "--no-cache", ".")
+    run_tool(ROOT, "ruff", "format", "--no-cache", "--check", ".")
+    run_tool(ROOT, "mypy", "--no-incremental")

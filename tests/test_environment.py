@@ -1,0 +1,36 @@
+"""This environment has what the generated projects ask for, so the matrix tests it."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
+
+import pytest
+from packaging.requirements import Requirement
+
+from tests.matrix import Combination
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+
+@pytest.mark.parametrize("group", ["dev", "docs"])
+def test_generated_dependency_groups_are_satisfied_here(
+    render: Callable[[Combination], Path], group: str
+) -> None:
+    project = render(Combination(("file",), async_support=True, docs=True))
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    requirements = [Requirement(text) for text in pyproject["dependency-groups"][group]]
+    assert requirements
+    unmet = []
+    for requirement in requirements:
+        try:
+            installed = version(requirement.name)
+        except PackageNotFoundError:
+            unmet.append(f"{requirement} (not installed)")
+            continue
+        if not requirement.specifier.contains(installed, prereleases=True):
+            unmet.append(f"{requirement} (installed {installed})")
+    assert unmet == []
