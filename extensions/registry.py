@@ -1,11 +1,11 @@
 """The resource registry: the single source of truth for what a resource is.
 
 Adding a resource means one entry in ``RESOURCES`` plus three templates, named after
-the entry's ``module``:
+the entry's ``module`` (``IF`` stands for ``{% if '<key>' in resources %}``):
 
-* ``template/src/{{ package_name }}/{% if '<key>' in resources %}<module>.py{% endif %}.jinja``
-* ``template/tests/{% if '<key>' in resources %}test_<module>.py{% endif %}.jinja``
-* ``template/docs/resources/{% if docs and '<key>' in resources %}<module>.md{% endif %}.jinja``
+* ``template/src/{{ package_name }}/IF<module>.py{% endif %}.jinja``
+* ``template/tests/IFtest_<module>.py{% endif %}.jinja``
+* ``template/{% if docs %}docs{% endif %}/resources/IF<module>.md{% endif %}.jinja``
 
 ``copier.yml`` must offer the entry's ``key`` with its ``title`` as a choice of the
 ``resources`` question; ``tests/test_registry.py`` keeps the two in agreement and checks

@@ -38,6 +38,7 @@ def _load_registry() -> ModuleType:
 
 registry = _load_registry()
 
+MAX_PACKAGE_NAME = 32
 RESERVED_PACKAGE_NAMES = frozenset({"test", "tests", "src", "docs", "setup", "site"})
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!>])")
 _MARKDOWN_LINE_START = re.compile(r"^(\d+)([.)])|^([-+])")
@@ -60,6 +61,11 @@ def package_name_problem(name: object) -> str:
         return (
             f"package_name {name!r} must be a lowercase Python identifier: ASCII letters, "
             "digits and underscores, not starting with a digit."
+        )
+    if len(name) > MAX_PACKAGE_NAME:
+        return (
+            f"package_name {name!r} is {len(name)} characters long; at most {MAX_PACKAGE_NAME} "
+            "keep the generated imports within the 88-column line length."
         )
     if name.startswith("_"):
         return (

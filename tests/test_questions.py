@@ -15,12 +15,13 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, tool_env
-from tests.matrix import PACKAGE
+from tests.matrix import PACKAGE, registry
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+LONG_PACKAGE = "a_long_package_name_at_the_limit_"[:32]
 TRICKY = {
     "project_name": 'Café "Ünïcode": #1 {braces} \\ back\\slash *stars* _under_ <tag>',
     "description": "Quotes \"double\" and 'single', colon: yes, # not a comment, {{ not jinja }}, "
@@ -34,7 +35,7 @@ def copy(template: Path, destination: Path, **data: Any) -> Path:
     copier.run_copy(
         str(template),
         destination,
-        data={"package_name": PACKAGE, **data},
+        data={"package_name": PACKAGE} | data,
         defaults=True,
         unsafe=True,
         quiet=True,
@@ -54,6 +55,7 @@ def copy(template: Path, destination: Path, **data: Any) -> Path:
         ({"package_name": "class"}, "is a Python keyword"),
         ({"package_name": "match"}, "is a Python keyword"),
         ({"package_name": "_private"}, "must not start with an underscore"),
+        ({"package_name": "a" * 33}, "is 33 characters long; at most 32"),
         ({"package_name": "test"}, "is reserved"),
         ({"package_name": "tests"}, "is reserved"),
         ({"package_name": ""}, "must not be empty"),
@@ -128,7 +130,9 @@ def tricky_project(tmp_path_factory: pytest.TempPathFactory, template_snapshot: 
     return copy(
         template_snapshot,
         tmp_path_factory.mktemp("tricky"),
-        resources=["file"],
+        package_name=LONG_PACKAGE,
+        resources=[r.key for r in registry.RESOURCES],
+        async_support=True,
         docs=True,
         license="BSD-3-Clause",
         **TRICKY,
@@ -158,11 +162,11 @@ def test_free_text_lands_intact_in_yaml(tricky_project: Path) -> None:
 
 
 def test_free_text_lands_intact_in_python(tricky_project: Path) -> None:
-    init = tricky_project / "src" / PACKAGE / "__init__.py"
+    init = tricky_project / "src" / LONG_PACKAGE / "__init__.py"
     docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
     assert docstring is not None
     summary, _, body = docstring.partition("\n\n")
-    assert summary == f"The {PACKAGE} package."
+    assert summary == f"The {LONG_PACKAGE} package."
     assert " ".join(body.split()) == " ".join(TRICKY["description"].split())
 
 
@@ -186,7 +190,7 @@ def test_tricky_project_passes_lint_and_types(
 ) -> None:
     run_tool(tricky_project, "ruff", "check", "--no-cache", ".")
     run_tool(tricky_project, "ruff", "format", "--no-cache", "--check", ".")
-    run_tool(tricky_project, "mypy", "--no-incremental")
+    run_tool(tricky_project, "mypy")
     run_tool(
         tricky_project,
         "python",
