@@ -262,6 +262,8 @@ _PURE_CALLS = {
     "Literal",
     "dataclass",
     "field",
+    "itertools.count",
+    "weakref.WeakKeyDictionary",
 }
 
 
@@ -270,9 +272,7 @@ def _pure_expression(node: ast.expr | None) -> bool:
         return True
     for child in ast.walk(node):
         if isinstance(child, ast.Call):
-            func = child.func
-            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-            if name not in _PURE_CALLS:
+            if ast.unparse(child.func) not in _PURE_CALLS:
                 return False
         elif isinstance(child, (ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr, ast.Lambda)):
             return False
