@@ -201,7 +201,7 @@ def _imported_package_modules(tree: ast.Module) -> set[str]:
     return modules
 
 
-def test_file_keys(project: Path) -> dict[str, str]:
+def keys_of_test_files(project: Path) -> dict[str, str]:
     """Key each test file by everything its outcome can depend on.
 
     That is the test file, ``conftest.py``, the pytest settings and the Python

@@ -20,8 +20,8 @@ from tests.matrix import (
     import_purity_problems,
     init_problems,
     jinja_leftovers,
+    keys_of_test_files,
     project_files,
-    test_file_keys,
 )
 
 if TYPE_CHECKING:
@@ -83,19 +83,12 @@ def test_own_test_suite(
     if not combo.runnable:
         pytest.skip(f"Python {combo.python_min} is not installed: checked statically only")
     project = render(combo)
-    keys = test_file_keys(project)
+    keys = keys_of_test_files(project)
     pending = sorted(name for name, key in keys.items() if not ledger.passed("pytest", key))
-    assert "test_package.py" in pending or not keys, "test_package.py checks every render"
-    run_tool(
-        project,
-        "python",
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        *(f"tests/{n}" for n in pending),
-    )
+    if not pending:
+        return  # every test file ran, with these exact inputs, in another combination
+    tests = [f"tests/{name}" for name in pending]
+    run_tool(project, "python", "-m", "pytest", "-p", "no:cacheprovider", "-q", *tests)
     for name in pending:
         ledger.record("pytest", keys[name])
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-LONG_PACKAGE = "a_long_package_name_at_the_limit_"[:32]
+LONG_PACKAGE = "long_package_name_ok"  # MAX_PACKAGE_NAME characters
 TRICKY = {
     "project_name": 'Café "Ünïcode": #1 {braces} \\ back\\slash *stars* _under_ <tag>',
     "description": "Quotes \"double\" and 'single', colon: yes, # not a comment, {{ not jinja }}, "
@@ -55,7 +55,7 @@ def copy(template: Path, destination: Path, **data: Any) -> Path:
         ({"package_name": "class"}, "is a Python keyword"),
         ({"package_name": "match"}, "is a Python keyword"),
         ({"package_name": "_private"}, "must not start with an underscore"),
-        ({"package_name": "a" * 33}, "is 33 characters long; at most 32"),
+        ({"package_name": "a" * 21}, "is 21 characters long; at most 20"),
         ({"package_name": "test"}, "is reserved"),
         ({"package_name": "tests"}, "is reserved"),
         ({"package_name": ""}, "must not be empty"),
