@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "extensions"))
 
@@ -236,16 +238,22 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
 
 
 def docs_page_keys(project: Path) -> dict[str, str]:
-    """Key each docs page by its text and the modules its ``:::`` blocks document."""
+    """Key each docs page by its text, the site settings and the modules it documents.
+
+    The nav and the index page's links change with the chosen resources; the test
+    checks them statically on every render, so they are left out of the keys.
+    """
     src = project / "src" / PACKAGE
-    config = (project / "mkdocs.yml").read_bytes()
+    config = yaml.safe_load((project / "mkdocs.yml").read_text(encoding="utf-8"))
+    config.pop("nav", None)
+    settings = repr(sorted(config.items()))
     keys = {}
     for page in sorted((project / "docs").rglob("*.md")):
         text = page.read_text(encoding="utf-8")
         documented = re.findall(rf"^::: {PACKAGE}\.(\w+)", text, flags=re.MULTILINE)
         keys[page.relative_to(project).as_posix()] = digest(
-            config if page.name != "index.md" else b"",
-            text,
+            settings,
+            text if page.name != "index.md" else "",
             *((src / f"{module}.py").read_bytes() for module in documented),
         )
     return keys

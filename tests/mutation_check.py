@@ -1,0 +1,209 @@
+"""Mutation check: do the generated leak tests catch a broken context manager?
+
+Renders a project with every resource (and asyncio variants), then, one mutant at a
+time, either deletes a single release call (``close()``, ``release()``,
+``kill()``, ...) from a resource module or makes one ``__exit__``/``__aexit__``
+return ``True`` (swallowing exceptions), and runs that module's generated tests.
+A mutant is *caught* when the tests fail (or hang past the timeout).
+
+    uv run python -m tests.mutation_check [--only MODULE] [--timeout 120]
+
+Prints one line per mutant and a summary; exits 1 if any mutant survived.  Not part
+of the default test run: it takes a few minutes per resource.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import copier
+
+from tests.conftest import tool_env
+from tests.matrix import PACKAGE, ROOT, registry
+
+RELEASE_METHODS = frozenset(
+    {
+        "close",
+        "aclose",
+        "release",
+        "shutdown",
+        "terminate",
+        "kill",
+        "wait",
+        "unlink",
+        "rmtree",
+        "_rmtree",
+        "rmdir",
+        "rollback",
+        "join",
+        "wait_closed",
+        "server_close",
+        "cancel",
+        "discard",
+        "_close",
+        "_release",
+        "_release_all",
+        "_reap",
+        "_discard",
+        "_close_all",
+        "_shutdown",
+        "_kill",
+        "_terminate",
+        "_cleanup",
+        "communicate",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    module: str
+    line: int
+    kind: str
+    description: str
+    source: str
+
+
+def _called_method(node: ast.stmt) -> str | None:
+    value = node.value if isinstance(node, ast.Expr) else None
+    if isinstance(value, ast.Await):
+        value = value.value
+    if isinstance(value, ast.Call):
+        func = value.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if name in RELEASE_METHODS:
+            return name
+    return None
+
+
+def mutants_of(module: str, source: str) -> list[Mutant]:
+    lines = source.splitlines(keepends=True)
+    tree = ast.parse(source)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and (method := _called_method(node)):
+            start, end = node.lineno - 1, (node.end_lineno or node.lineno)
+            indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+            mutated = [*lines[:start], f"{indent}pass  # mutant\n", *lines[end:]]
+            text = ast.get_source_segment(source, node) or method
+            found.append(
+                Mutant(module, node.lineno, "delete", text.splitlines()[0][:70], "".join(mutated))
+            )
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in {
+            "__exit__",
+            "__aexit__",
+        }:
+            last = node.body[-1]
+            end = last.end_lineno or last.lineno
+            body_first = node.body[0]
+            first_indent = " " * body_first.col_offset
+            mutated = [
+                *lines[: body_first.lineno - 1],
+                f"{first_indent}try:\n",
+                *(
+                    f"    {line}" if line.strip() else line
+                    for line in lines[body_first.lineno - 1 : end]
+                ),
+                f"{first_indent}finally:\n",
+                f"{first_indent}    return True  # mutant: swallow\n",
+                *lines[end:],
+            ]
+            found.append(
+                Mutant(
+                    module, node.lineno, "swallow", f"{node.name} returns True", "".join(mutated)
+                )
+            )
+    return found
+
+
+def render(destination: Path) -> Path:
+    copier.run_copy(
+        str(ROOT),
+        destination,
+        data={
+            "package_name": PACKAGE,
+            "resources": [resource.key for resource in registry.RESOURCES],
+            "async_support": True,
+            "docs": False,
+        },
+        defaults=True,
+        unsafe=True,
+        quiet=True,
+        vcs_ref="HEAD",
+    )
+    return destination
+
+
+def run_tests(project: Path, module: str, timeout: float) -> str:
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-x",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"tests/test_{module}.py",
+    ]
+    try:
+        result = subprocess.run(
+            command,
+            cwd=project,
+            env=tool_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return "caught (hung)"
+    return "survived" if result.returncode == 0 else "caught"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", action="append", help="module name (repeatable)")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as temp:
+        project = render(Path(temp) / "project")
+        src = project / "src" / PACKAGE
+        modules = options.only or [resource.module for resource in registry.RESOURCES]
+        assert run_tests(project, modules[0], options.timeout) == "survived", "baseline fails"
+        totals: dict[str, int] = {}
+        survivors = []
+        for module in modules:
+            path = src / f"{module}.py"
+            original = path.read_text(encoding="utf-8")
+            for mutant in mutants_of(module, original):
+                path.write_text(mutant.source, encoding="utf-8")
+                started = time.monotonic()
+                outcome = run_tests(project, module, options.timeout)
+                elapsed = time.monotonic() - started
+                path.write_text(original, encoding="utf-8")
+                shutil.rmtree(project / "tests" / "__pycache__", ignore_errors=True)
+                totals[outcome.split()[0]] = totals.get(outcome.split()[0], 0) + 1
+                print(
+                    f"{outcome:14} {module}.py:{mutant.line} [{mutant.kind}] "
+                    f"{mutant.description} ({elapsed:.1f} s)",
+                    flush=True,
+                )
+                if outcome == "survived":
+                    survivors.append(mutant)
+        print(
+            f"mutants: {sum(totals.values())}, caught: {totals.get('caught', 0)}, "
+            f"survived: {totals.get('survived', 0)}"
+        )
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
