@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -124,24 +124,28 @@ def tool_env() -> dict[str, str]:
     return env
 
 
+def run_in(project: Path, command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run *command* in *project* with the tools' environment, capturing its output."""
+    return subprocess.run(
+        command,
+        cwd=project,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 @pytest.fixture(scope="session")
 def run_tool() -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run a tool of this environment in a project; fail with its output if it fails."""
 
     def _run(
-        project: Path, tool: str, *args: str, **kwargs: Any
+        project: Path, tool: str, *args: str, timeout: float = 600
     ) -> subprocess.CompletedProcess[str]:
         command = [str(BIN / tool), *args] if tool != "python" else [sys.executable, *args]
-        result = subprocess.run(
-            command,
-            cwd=project,
-            env=tool_env(),
-            capture_output=True,
-            text=True,
-            timeout=kwargs.pop("timeout", 600),
-            check=False,
-            **kwargs,
-        )
+        result = run_in(project, command, timeout)
         if result.returncode != 0:
             pytest.fail(
                 f"{' '.join(command)} failed in {project} (exit {result.returncode}):\n"

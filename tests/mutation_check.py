@@ -26,7 +26,7 @@ from pathlib import Path
 
 import copier
 
-from tests.conftest import tool_env
+from tests.conftest import run_in
 from tests.matrix import PACKAGE, ROOT, registry
 
 RELEASE_METHODS = frozenset(
@@ -154,15 +154,7 @@ def run_tests(project: Path, module: str, timeout: float) -> str:
         f"tests/test_{module}.py",
     ]
     try:
-        result = subprocess.run(
-            command,
-            cwd=project,
-            env=tool_env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        result = run_in(project, command, timeout)
     except subprocess.TimeoutExpired:
         return "caught (hung)"
     return "survived" if result.returncode == 0 else "caught"
