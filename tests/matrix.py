@@ -300,7 +300,7 @@ def _pure_statements(body: list[ast.stmt]) -> list[str]:
         if isinstance(node, ast.ClassDef):
             if not all(_pure_expression(d) for d in node.decorator_list):
                 problems.append(f"line {node.lineno}: impure class decorator")
-            problems += _pure_class_body(node.body)
+            problems += _pure_statements(node.body)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             continue
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -314,10 +314,6 @@ def _pure_statements(body: list[ast.stmt]) -> list[str]:
         else:
             problems.append(f"line {node.lineno}: {type(node).__name__} runs at import time")
     return problems
-
-
-def _pure_class_body(body: list[ast.stmt]) -> list[str]:
-    return _pure_statements(body)
 
 
 def import_purity_problems(module: Path) -> list[str]:
