@@ -87,6 +87,15 @@ def all_subsets(keys: tuple[str, ...]) -> list[tuple[str, ...]]:
     ]
 
 
+def _other_choices(keys: tuple[str, ...]) -> list[Combination]:
+    """One combination per other license, two per newer Python floor."""
+    combos = [Combination(keys[:1], False, True, license=lic) for lic in LICENSES if lic != "MIT"]
+    for version in PYTHON_VERSIONS:
+        if version != "3.11":
+            combos += [Combination(keys, a, True, python_min=version) for a in (False, True)]
+    return combos
+
+
 def full_matrix() -> list[Combination]:
     """Every subset of resources x async_support x docs, then the other choices."""
     keys = tuple(resource.key for resource in registry.RESOURCES)
@@ -96,13 +105,7 @@ def full_matrix() -> list[Combination]:
         for async_support in (False, True)
         for docs in (False, True)
     ]
-    for license_ in LICENSES:
-        if license_ != "MIT":
-            combos.append(Combination(keys[:1], False, True, license=license_))
-    for version in PYTHON_VERSIONS:
-        if version != "3.11":
-            combos += [Combination(keys, a, True, python_min=version) for a in (False, True)]
-    return combos
+    return combos + _other_choices(keys)
 
 
 def sample_matrix() -> list[Combination]:
@@ -110,7 +113,7 @@ def sample_matrix() -> list[Combination]:
     keys = tuple(resource.key for resource in registry.RESOURCES)
     subsets = [(), *((key,) for key in keys), keys]
     combos = [Combination(s, a, d) for s in subsets for a in (False, True) for d in (False, True)]
-    return [c for c in full_matrix() if c.license != "MIT" or c.python_min != "3.11"] + combos
+    return _other_choices(keys) + combos
 
 
 def expected_files(combo: Combination) -> set[str]:
