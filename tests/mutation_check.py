@@ -33,6 +33,7 @@ RELEASE_METHODS = frozenset(
     {
         "close",
         "aclose",
+        "abort",
         "release",
         "shutdown",
         "terminate",
