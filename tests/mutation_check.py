@@ -143,7 +143,7 @@ def render(destination: Path) -> Path:
     return destination
 
 
-def run_tests(project: Path, module: str, timeout: float) -> str:
+def run_tests(project: Path, module: str, timeout: float, *, baseline: bool = False) -> str:
     command = [
         sys.executable,
         "-m",
@@ -158,6 +158,8 @@ def run_tests(project: Path, module: str, timeout: float) -> str:
         result = run_in(project, command, timeout)
     except subprocess.TimeoutExpired:
         return "caught (hung)"
+    if baseline and result.returncode != 0:
+        sys.exit(f"the unmutated tests of {module} fail:\n{result.stdout[-3000:]}")
     return "survived" if result.returncode == 0 else "caught"
 
 
@@ -170,7 +172,8 @@ def main() -> int:
         project = render(Path(temp) / "project")
         src = project / "src" / PACKAGE
         modules = options.only or [resource.module for resource in registry.RESOURCES]
-        assert run_tests(project, modules[0], options.timeout) == "survived", "baseline fails"
+        for module in modules:
+            run_tests(project, module, options.timeout, baseline=True)
         totals: dict[str, int] = {}
         survivors = []
         for module in modules:
