@@ -116,9 +116,16 @@ def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mypy-cache")
 
 
+GENERATED_PYTEST_PLUGINS = ("pytest_timeout",)
+"""The pytest plugins of the generated projects' dev group, loaded by name below."""
+
+
 def tool_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
+    # This environment's own plugins (pytest-copie, xdist) stay out of the generated
+    # suites; the generated projects' plugins are named instead.
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env["PYTEST_PLUGINS"] = ",".join(GENERATED_PYTEST_PLUGINS)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["NO_COLOR"] = "1"
     return env

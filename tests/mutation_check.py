@@ -159,7 +159,9 @@ def run_tests(project: Path, module: str, timeout: float, *, baseline: bool = Fa
     except subprocess.TimeoutExpired:
         return "caught (hung)"
     if baseline and result.returncode != 0:
-        sys.exit(f"the unmutated tests of {module} fail:\n{result.stdout[-3000:]}")
+        sys.exit(
+            f"the unmutated tests of {module} fail:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+        )
     return "survived" if result.returncode == 0 else "caught"
 
 

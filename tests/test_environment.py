@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import tomllib
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError, distribution, version
 from typing import TYPE_CHECKING
 
 import pytest
 from packaging.requirements import Requirement
 
+from tests.conftest import GENERATED_PYTEST_PLUGINS
 from tests.matrix import Combination
 
 if TYPE_CHECKING:
@@ -34,3 +35,19 @@ def test_generated_dependency_groups_are_satisfied_here(
         if not requirement.specifier.contains(installed, prereleases=True):
             unmet.append(f"{requirement} (installed {installed})")
     assert unmet == []
+
+
+def test_generated_pytest_plugins_are_loaded_in_the_matrix(
+    render: Callable[[Combination], Path],
+) -> None:
+    # tool_env() turns plugin autoloading off: each plugin of the dev group must be
+    # named in GENERATED_PYTEST_PLUGINS, or its settings fail --strict-config.
+    project = render(Combination(("file",), async_support=True, docs=True))
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    plugins = {
+        entry_point.module
+        for text in pyproject["dependency-groups"]["dev"]
+        for entry_point in distribution(Requirement(text).name).entry_points
+        if entry_point.group == "pytest11"
+    }
+    assert plugins == set(GENERATED_PYTEST_PLUGINS)
