@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -132,16 +134,27 @@ def tool_env() -> dict[str, str]:
 
 
 def run_in(project: Path, command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    """Run *command* in *project* with the tools' environment, capturing its output."""
-    return subprocess.run(
+    """Run *command* in *project* with the tools' environment, capturing its output.
+
+    It runs in a session of its own, killed whole once it ends, times out or is
+    interrupted, so that no process it started (a hung test, a spawned child)
+    outlives it.
+    """
+    with subprocess.Popen(
         command,
         cwd=project,
         env=tool_env(),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        check=False,
-    )
+        start_new_session=True,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 @pytest.fixture(scope="session")

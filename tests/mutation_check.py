@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +26,7 @@ from pathlib import Path
 
 import copier
 
-from tests.conftest import tool_env
+from tests.conftest import run_in
 from tests.matrix import PACKAGE, ROOT, registry
 
 RELEASE_METHODS = frozenset(
@@ -157,29 +154,16 @@ def run_tests(project: Path, module: str, timeout: float, *, baseline: bool = Fa
         "no:cacheprovider",
         f"tests/test_{module}.py",
     ]
-    # A session of its own, so that a mutant that hangs is stopped with every
-    # process its tests started, and none outlives an interrupted check.
-    with subprocess.Popen(
-        command,
-        cwd=project,
-        env=tool_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    ) as tests:
-        try:
-            output, _ = tests.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            if baseline:
-                sys.exit(f"the unmutated tests of {module} run past {timeout} s")
-            return "caught (hung)"
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(tests.pid, signal.SIGKILL)
-    if baseline and tests.returncode != 0:
-        sys.exit(f"the unmutated tests of {module} fail:\n{output[-6000:]}")
-    return "survived" if tests.returncode == 0 else "caught"
+    try:
+        result = run_in(project, command, timeout)
+    except subprocess.TimeoutExpired:
+        if baseline:
+            sys.exit(f"the unmutated tests of {module} run past {timeout} s")
+        return "caught (hung)"
+    if baseline and result.returncode != 0:
+        output = result.stdout[-6000:] + result.stderr[-3000:]
+        sys.exit(f"the unmutated tests of {module} fail:\n{output}")
+    return "survived" if result.returncode == 0 else "caught"
 
 
 def main() -> int:
