@@ -110,7 +110,14 @@ RESOURCES: tuple[Resource, ...] = (
     ),
 )
 
-CORE_MODULES: tuple[str, ...] = ("errors", "helpers", "pytest_plugin", "testing")
+CORE_MODULES: tuple[str, ...] = (
+    "_cleanup",
+    "_resource",
+    "errors",
+    "helpers",
+    "pytest_plugin",
+    "testing",
+)
 """Modules every generated package has, whatever resources are chosen."""
 
 BY_KEY: dict[str, Resource] = {resource.key: resource for resource in RESOURCES}

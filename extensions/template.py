@@ -7,6 +7,7 @@ that is computed from the answers is computed here, never in ``copier.yml``.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import keyword
 import re
@@ -24,10 +25,17 @@ from jinja2.ext import Extension
 
 
 def _load_registry() -> ModuleType:
-    name = "copier_template_extensions.resource_registry"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = spec_from_file_location(name, Path(__file__).with_name("registry.py"))
+    """Execute the ``registry.py`` beside this file, every time this module is loaded.
+
+    There is deliberately no cache: ``copier update`` renders the old and the new
+    template version in one process, and each render must use its own registry.  The
+    module is still registered in ``sys.modules`` while it runs (dataclasses look up
+    ``sys.modules[cls.__module__]``), under a name unique to the file's path and bytes.
+    """
+    path = Path(__file__).with_name("registry.py").resolve()
+    digest = hashlib.sha256(str(path).encode() + b"\0" + path.read_bytes()).hexdigest()[:16]
+    name = f"copier_template_extensions.resource_registry_{digest}"
+    spec = spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load the resource registry from {__file__}")
     module = module_from_spec(spec)

@@ -128,6 +128,7 @@ def expected_files(combo: Combination) -> set[str]:
         "pyproject.toml",
         f"src/{PACKAGE}/__init__.py",
         f"src/{PACKAGE}/py.typed",
+        "benchmarks/overhead.py",
         "tests/conftest.py",
         "tests/test_package.py",
     }
@@ -214,7 +215,7 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     ``__init__.py`` and the modules of resources the test does not import, which
     is sound because ``import_purity_problems`` is empty (importing them defines
     names and does nothing else).  ``test_package.py`` imports the package itself,
-    so its key covers every module.
+    so its key covers every module, and it runs ``benchmarks/overhead.py``.
     """
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
     src = project / "src" / PACKAGE
@@ -230,11 +231,15 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     for test in sorted((project / "tests").glob("test_*.py")):
         source = test.read_bytes()
         imported = _imported_package_modules(ast.parse(source))
+        extra = b""
         if test.name == "test_package.py" or "__init__" in imported:
             imported = set(modules)
+            # test_package.py also runs the overhead benchmark.
+            extra = (project / "benchmarks" / "overhead.py").read_bytes()
         keys[test.name] = digest(
             shared,
             source,
+            extra,
             *(name.encode() + modules[name] for name in sorted(imported & set(modules))),
         )
     return keys
@@ -243,13 +248,16 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
 def docs_page_keys(project: Path) -> dict[str, str]:
     """Key each docs page by its text, the site settings and the modules it documents.
 
-    The nav and the index page's links change with the chosen resources; the test
-    checks them statically on every render, so they are left out of the keys.
+    A page also shows what its classes inherit (``inherited_members``) and the
+    exceptions they name, so the core modules are part of every key.  The nav and
+    the index page's links change with the chosen resources; the test checks them
+    statically on every render, so they are left out of the keys.
     """
     src = project / "src" / PACKAGE
     config = yaml.safe_load((project / "mkdocs.yml").read_text(encoding="utf-8"))
     config.pop("nav", None)
-    settings = repr(sorted(config.items()))
+    core = [(src / f"{module}.py").read_bytes() for module in registry.CORE_MODULES]
+    settings = digest(repr(sorted(config.items())), *core)
     keys = {}
     for page in sorted((project / "docs").rglob("*.md")):
         text = page.read_text(encoding="utf-8")

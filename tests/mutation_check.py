@@ -2,9 +2,12 @@
 
 Renders a project with every resource (and asyncio variants), then, one mutant at a
 time, either deletes a single release call (``close()``, ``release()``,
-``kill()``, ...) from a resource module or makes one ``__exit__``/``__aexit__``
-return ``True`` (swallowing exceptions), and runs that module's generated tests.
-A mutant is *caught* when the tests fail (or hang past the timeout).
+``kill()``, ...) from a module or makes one ``__exit__``/``__aexit__`` return
+``True`` (swallowing exceptions), and runs the generated tests that cover it: a
+resource module's own test file, ``test_helpers.py`` for ``helpers``,
+``test_testing.py`` for ``testing``, and every test file for the contract core
+(``_resource``), which all classes share.  A mutant is *caught* when the tests
+fail (or hang past the timeout).
 
     uv run python -m tests.mutation_check [--only MODULE] [--timeout 120]
 
@@ -52,6 +55,12 @@ RELEASE_METHODS = frozenset(
         "_close",
         "_release",
         "_release_all",
+        "_release_now",
+        "_close_now",
+        "_finish",
+        "release_fully",
+        "_release_fully",
+        "release_made",
         "_reap",
         "_discard",
         "_close_all",
@@ -143,6 +152,17 @@ def render(destination: Path) -> Path:
     return destination
 
 
+CORE_MODULES = ("helpers", "testing", "_resource")
+"""Modules of every project whose mutants are checked after the resources'."""
+
+
+def tests_of(module: str) -> list[str]:
+    """The generated test files that cover *module*."""
+    if module == "_resource":
+        return ["tests/"]
+    return [f"tests/test_{module}.py"]
+
+
 def run_tests(project: Path, module: str, timeout: float, *, baseline: bool = False) -> str:
     command = [
         sys.executable,
@@ -152,7 +172,7 @@ def run_tests(project: Path, module: str, timeout: float, *, baseline: bool = Fa
         "-q",
         "-p",
         "no:cacheprovider",
-        f"tests/test_{module}.py",
+        *tests_of(module),
     ]
     try:
         result = run_in(project, command, timeout)
@@ -174,7 +194,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as temp:
         project = render(Path(temp) / "project")
         src = project / "src" / PACKAGE
-        modules = options.only or [resource.module for resource in registry.RESOURCES]
+        modules = options.only or [
+            *(resource.module for resource in registry.RESOURCES),
+            *CORE_MODULES,
+        ]
         for module in modules:
             run_tests(project, module, options.timeout, baseline=True)
         totals: dict[str, int] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -95,3 +96,41 @@ def test_template_code_passes_its_own_lint_and_types(
     run_tool(ROOT, "ruff", "check", "--no-cache", ".")
     run_tool(ROOT, "ruff", "format", "--no-cache", "--check", ".")
     run_tool(ROOT, "mypy", "--no-incremental")
+
+
+def _listed_in_adding_a_resource() -> set[str]:
+    text = (ROOT / "docs" / "adding-a-resource.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| \d+ \| `([^`]+)` \|", text, flags=re.MULTILINE)
+    return set(rows)
+
+
+@pytest.mark.parametrize("resource", registry.RESOURCES, ids=lambda r: r.key)
+def test_adding_a_resource_names_every_file(resource: registry.Resource) -> None:
+    """Every file that mentions a resource is one docs/adding-a-resource.md lists."""
+    condition = f"'{resource.key}' in resources"
+    names = resource.exports + resource.async_exports
+    tracked = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
+    touching = set()
+    for name in filter(None, tracked):
+        path = ROOT / name
+        if name.startswith(("docs/", "tests/")) or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        # Other modules may name a class in an example; only a condition counts there.
+        named = not name.startswith("template/src/") and any(
+            re.search(rf"\b{export}\b", text) for export in names
+        )
+        if condition in name or condition in text or named:
+            touching.add(
+                name.replace(f"'{resource.key}'", "'KEY'").replace(resource.module, "MODULE")
+            )
+    assert touching <= _listed_in_adding_a_resource()
