@@ -77,15 +77,19 @@ def template_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Rendering from a plain folder is twice as fast as from a git repository and
     includes uncommitted changes without copier's dirty-repository warning.
     """
-    snapshot = tmp_path_factory.mktemp("template")
+    return copy_template(tmp_path_factory.mktemp("template"))
+
+
+def copy_template(folder: Path) -> Path:
+    """Copy the template's parts, as they are in the working tree, into *folder*."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for part in TEMPLATE_PARTS:
         source = ROOT / part
         if source.is_dir():
-            shutil.copytree(source, snapshot / part, ignore=ignore)
+            shutil.copytree(source, folder / part, ignore=ignore)
         else:
-            shutil.copy2(source, snapshot / part)
-    return snapshot
+            shutil.copy2(source, folder / part)
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import copier
 
-from tests.conftest import TEMPLATE_PARTS
-from tests.matrix import DEFAULT_ANSWERS, ROOT
+from tests.conftest import copy_template
+from tests.matrix import DEFAULT_ANSWERS
 
 ANSWERS = {**DEFAULT_ANSWERS, "resources": ["file"], "docs": False}
 
@@ -16,13 +15,7 @@ ANSWERS = {**DEFAULT_ANSWERS, "resources": ["file"], "docs": False}
 def _template_with_summary(folder: Path, summary: str) -> Path:
     """Copy the template into *folder*, with *summary* as the ``file`` resource's."""
     folder.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for part in TEMPLATE_PARTS:
-        source = ROOT / part
-        if source.is_dir():
-            shutil.copytree(source, folder / part, ignore=ignore)
-        else:
-            shutil.copy2(source, folder / part)
+    copy_template(folder)
     with (folder / "extensions" / "registry.py").open("a", encoding="utf-8") as registry:
         registry.write(
             "\nimport dataclasses as _dataclasses\n\n"
