@@ -134,6 +134,8 @@ def expected_files(combo: Combination) -> set[str]:
     }
     files |= {f"src/{PACKAGE}/{module}.py" for module in registry.CORE_MODULES}
     files |= {"tests/test_helpers.py", "tests/test_testing.py"}
+    if combo.resources:
+        files.add("tests/test_stress.py")  # the stress tier (pytest -m stress)
     if combo.license != "none":
         files.add("LICENSE")
     if combo.docs:

@@ -1,0 +1,59 @@
+"""The generated stress tier runs, and passes, once: all resources, with asyncio.
+
+The matrix runs each generated project's default tier, which leaves the stress tier
+out (``-m "not stress"`` in its pytest settings); this test runs that tier on the
+combination that has every class: ``pytest -m stress``, as its README says.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.matrix import Combination, registry
+
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Callable
+    from pathlib import Path
+
+pytestmark = pytest.mark.slow
+
+ALL_WITH_ASYNC = Combination(
+    tuple(resource.key for resource in registry.RESOURCES), async_support=True, docs=False
+)
+
+
+def test_stress_tier_passes_on_all_resources_with_asyncio(
+    render: Callable[[Combination], Path],
+    run_tool: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    project = render(ALL_WITH_ASYNC)
+    readme = (project / "README.md").read_text(encoding="utf-8")
+    assert "`uv run pytest -m stress`" in readme
+    result = run_tool(
+        project, "python", "-m", "pytest", "-m", "stress", "-p", "no:cacheprovider", "-q",
+        timeout=1200,
+    )
+    summary = result.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", summary), summary
+    assert "failed" not in summary and "error" not in summary, summary
+    assert "stress figures" in result.stdout
+    # Every SIGKILL, SIGINT and property run reports its figures.
+    for kind in ("SIGKILLs survived", "SIGINTs in the block", "random sequences held"):
+        assert kind in result.stdout, f"no {kind!r} figures:\n{result.stdout[-4000:]}"
+
+
+def test_default_tier_leaves_the_stress_tier_out(
+    render: Callable[[Combination], Path],
+    run_tool: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    project = render(ALL_WITH_ASYNC)
+    result = run_tool(
+        project, "python", "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+        "tests/test_stress.py", "tests/test_package.py",
+    )
+    assert "test_stress.py" not in result.stdout
+    assert re.search(r"\d+ deselected", result.stdout), result.stdout[-2000:]
