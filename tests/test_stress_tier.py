@@ -42,8 +42,7 @@ def test_stress_tier_passes_on_all_resources_with_asyncio(
     result = run_tool(project, "python", *stress, timeout=1200)
     summary = result.stdout.strip().splitlines()[-1]
     assert re.search(r"\d+ passed", summary), summary
-    assert "failed" not in summary, summary
-    assert "error" not in summary, summary
+    assert not re.search(r"\d+ (failed|errors?)\b", summary), summary
     assert "stress figures" in result.stdout
     # Every SIGKILL, SIGINT and property run reports its figures.
     for kind in ("SIGKILLs survived", "SIGINTs in the block", "random sequences held"):
