@@ -10,6 +10,7 @@ import datetime
 import hashlib
 import json
 import keyword
+import os
 import re
 import sys
 import textwrap
@@ -19,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from copier.errors import UserMessageError
 from copier_template_extensions import ContextHook
 from jinja2 import Environment
 from jinja2.ext import Extension
@@ -177,6 +179,70 @@ def pep503_name(value: object) -> str:
     return re.sub(r"[-_.]+", "-", str(value)).lower()
 
 
+_URL_LIKE = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:|[^/\s]+@[^/\s]+:)")
+"""A URL (``https://``, ``file://``, ``gh:``, ``gl:``) or scp-like ``git@host:path``."""
+
+
+def relative_source_problem(src_path: object) -> str:
+    """Return why copier cannot update a project copied from *src_path*, or ``""``.
+
+    Copier records the source exactly as it was typed (``_src_path`` in the answers
+    file); a relative path is resolved against whatever folder ``copier update`` is
+    later run from, and the update stops ("only supported in git-tracked templates").
+    """
+    text = str(src_path or "")
+    if not text or os.path.isabs(text) or text.startswith("~") or _URL_LIKE.match(text):
+        return ""
+    absolute = os.path.abspath(text)
+    return (
+        f"The template source {text!r} is a relative path. Copier records it as typed in "
+        "the answers file, and a later `copier update` could not find the template again. "
+        f"Give an absolute path (here: {absolute!r}) or a git URL instead."
+    )
+
+
+CONFLICT_START = "<" * 7
+CONFLICT_END = ">" * 7
+LEFTOVER_SUFFIXES = (".rej", ".orig")
+_SKIPPED_DIRS = frozenset(
+    {".git", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__", "site"}
+    | {".mypy_cache", ".ruff_cache", ".pytest_cache", "build", "dist"}
+)
+
+
+def _has_conflict_markers(path: Path) -> bool:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    if b"\0" in data[:8192]:
+        return False
+    lines = data.splitlines()
+    marker = [line.split(b" ", 1)[0] for line in lines if line[:7] in (b"<" * 7, b">" * 7)]
+    return CONFLICT_START.encode() in marker and CONFLICT_END.encode() in marker
+
+
+def update_leftovers(project: object) -> list[str]:
+    """Files of *project* that an update left unresolved, sorted.
+
+    That is every file with conflict markers (a ``<<<<<<<`` line and a ``>>>>>>>``
+    line) and every ``*.rej`` or ``*.orig`` file.  Virtual environments, caches and
+    ``.git`` are skipped.  Used by ``_message_after_update``; reads, never writes.
+    """
+    root = Path(str(project))
+    found = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        dirs[:] = sorted(
+            d for d in dirs if d not in _SKIPPED_DIRS and not (here / d / "pyvenv.cfg").exists()
+        )
+        for name in sorted(files):
+            path = here / name
+            if name.endswith(LEFTOVER_SUFFIXES) or _has_conflict_markers(path):
+                found.append(path.relative_to(root).as_posix())
+    return found
+
+
 class NamingFilters(Extension):
     """Jinja filters for names and for quoting free text in each output format."""
 
@@ -202,6 +268,12 @@ class ResourceContext(ContextHook):
     """Add the chosen resources, as registry entries, and derived names to the context."""
 
     def hook(self, context: dict[str, Any]) -> None:
+        recorded = context.get("_copier_answers") or {}
+        problem = relative_source_problem(recorded.get("_src_path"))
+        if problem:
+            raise UserMessageError(problem)
+        conf = context.get("_copier_conf") or {}
+        context["update_leftovers"] = lambda: update_leftovers(conf["dst_path"])
         chosen = context.get("resources") or []
         if isinstance(chosen, str):
             chosen = [chosen]

@@ -131,6 +131,7 @@ def expected_files(combo: Combination) -> set[str]:
         "benchmarks/overhead.py",
         "tests/conftest.py",
         "tests/test_package.py",
+        "tests/test_update_leftovers.py",
     }
     files |= {f"src/{PACKAGE}/{module}.py" for module in registry.CORE_MODULES}
     files |= {"tests/test_helpers.py", "tests/test_testing.py"}
@@ -214,7 +215,10 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     floor, the core modules, and the package modules it imports.  Not included:
     ``__init__.py`` and the modules of resources the test does not import, which
     is sound because ``import_purity_problems`` is empty (importing them defines
-    names and does nothing else).  ``test_package.py`` imports the package itself,
+    names and does nothing else).  ``test_update_leftovers.py`` (which ``conftest.py``
+    imports) reads every file of the project, but only for conflict markers and
+    ``*.rej`` files, which no render holds (``tests/test_update_layout.py`` checks
+    the template's files).  ``test_package.py`` imports the package itself,
     so its key covers every module, and it runs ``benchmarks/overhead.py``.
     """
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
@@ -223,6 +227,7 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     always = [name for name in modules if name in registry.CORE_MODULES]
     shared = digest(
         (project / "tests" / "conftest.py").read_bytes(),
+        (project / "tests" / "test_update_leftovers.py").read_bytes(),  # conftest imports it
         _table(pyproject, "tool", "pytest"),
         _table(pyproject, "project", "requires-python"),
         *(modules[name] for name in always),
