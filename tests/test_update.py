@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import run_in
 from tests.matrix import PACKAGE, ROOT, registry
 from tests.updating import (
+    CODE_MARKER,
     EXPORTS_MARKER,
     README_MARKER,
     TemplateRepo,
@@ -57,6 +58,7 @@ FILES_DOCSTRING = '"""Files: open one for the length of a block, or replace one 
 OLD_FILES_DOCSTRING = '"""Files: opened for one block, or replaced atomically (old wording).'
 SUPPORTED = "Supported: Python {{ python_min }} and newer"
 OLD_SUPPORTED = "Runs on: Python {{ python_min }} and newer"
+OLD_LAST_LINE = "# the older version's last line"
 CHANGELOG_LINE = "- Initial release, generated from the resource-safe package template."
 
 
@@ -78,8 +80,14 @@ def older_version(template: Path) -> None:
     summary = registry.BY_KEY["file"].summary
     registry_file = template / "extensions" / "registry.py"
     edit(registry_file, f'summary="{summary}"', f'summary="{OLD_FILE_SUMMARY}"')
-    files = template / "template" / "src" / "{{ package_name }}"
-    edit(next(files.glob("*files.py*")), FILES_DOCSTRING, OLD_FILES_DOCSTRING)
+    files = next((template / "template" / "src" / "{{ package_name }}").glob("*files.py*"))
+    edit(files, FILES_DOCSTRING, OLD_FILES_DOCSTRING)
+    # The module's last line of code, right above the marker the user writes below.
+    text = files.read_text(encoding="utf-8")
+    last = text[: text.rindex("\n\n\n" + CODE_MARKER)].rsplit("\n", 1)[1]
+    assert last.strip(), "files.py has no code right above the marker"
+    assert not last.lstrip().startswith(("{%", "#")), last
+    edit(files, f"{last}\n\n\n{CODE_MARKER}", f"{last}  {OLD_LAST_LINE}\n\n\n{CODE_MARKER}")
     edit(template / "template" / "README.md.jinja", SUPPORTED, OLD_SUPPORTED)
     edit(template / "template" / "CHANGELOG.md.jinja", CHANGELOG_LINE, "- Initial release.")
 
@@ -123,6 +131,7 @@ def test_template_change_arrives_and_user_edits_stay(
     assert "Supported: Python 3.11 and newer" in readme
     files_text = module(project, "files").read_text(encoding="utf-8")
     assert files_text.startswith(FILES_DOCSTRING)
+    assert OLD_LAST_LINE not in files_text  # changed right above the user's code
     # Every user edit stayed; CHANGELOG.md is the user's, byte for byte.
     assert_user_code_kept(
         project,
@@ -432,10 +441,10 @@ def test_update_from_the_baseline_commit(
     """Path 7: a project generated from commit 62a75d1 updates to this version.
 
     Every resource, async variants and docs: the contract core, the hardening and the
-    update layout all arrive.  The user's own files, a README paragraph, a CHANGELOG
-    entry and code at the end of ``tempdirs.py`` merge cleanly.  Code at the end of
-    ``files.py`` conflicts, once: back then the module ended with its async class,
-    and now private helpers follow that class (the layout that lets later updates
+    update layout all arrive.  The user's own files, a README paragraph and a
+    CHANGELOG entry merge cleanly.  Code at the end of ``files.py`` conflicts, once:
+    back then the module ended with its async class; now private helpers follow it,
+    then the comment below which user code goes (the layout that lets later updates
     merge).  The test resolves it as docs/updating.md says.
     """
     if run(["git", "cat-file", "-e", f"{BASELINE}^{{commit}}"], ROOT, check=False).returncode:
@@ -464,9 +473,7 @@ def test_update_from_the_baseline_commit(
     changelog = project / "CHANGELOG.md"
     edit(changelog, "## [Unreleased]\n", "## [Unreleased]\n\n- Our own entry.\n")
     changelog_before = changelog.read_text(encoding="utf-8")
-    tempdirs = module(project, "tempdirs")
-    kept = {tempdirs: [append_text(tempdirs, user_function("user_tempdirs_helper"))]}
-    kept[readme] = [note]
+    kept = {readme: [note]}
     files = module(project, "files")
     files_function = append_text(files, user_function("user_files_helper"))
     commit_all(project, "User edits")

@@ -25,7 +25,7 @@ from packaging.version import Version
 import template as extension  # extensions/template.py (tests.matrix puts it on the path)
 from tests.conftest import BIN, run_in, tool_env
 from tests.matrix import DEFAULT_ANSWERS, PACKAGE, ROOT, registry
-from tests.updating import EXPORTS_MARKER, user_function
+from tests.updating import CODE_MARKER, EXPORTS_MARKER, user_function
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -51,6 +51,7 @@ KNOWN_CONFLICTS = {
     ("sync", "async"): [f"src/{PACKAGE}/testing.py"],
     ("async", "sync"): [f"src/{PACKAGE}/testing.py"],
     ("no-lock", "sync"): [],
+    ("async", "newer-end"): [],
 }
 
 
@@ -107,34 +108,49 @@ def _merge(base: str, ours: str, theirs: str, folder: Path) -> tuple[int, str]:
     return result.returncode, result.stdout
 
 
+def _newer_end(text: str) -> str | None:
+    """*text* as a newer version might write it: its last line of code changed."""
+    if not text.endswith(CODE_MARKER):
+        return None
+    head, tail = text[: -len(CODE_MARKER)].rstrip("\n").rsplit("\n", 1)
+    return f"{head}\n{tail}  # changed by a newer version\n\n\n{CODE_MARKER}"
+
+
 @pytest.mark.parametrize(
-    ("before", "after"), [("sync", "async"), ("async", "sync"), ("no-lock", "sync")]
+    ("before", "after"),
+    [("sync", "async"), ("async", "sync"), ("no-lock", "sync"), ("async", "newer-end")],
 )
 def test_template_additions_miss_user_additions(
     renders: dict[str, Path], tmp_path: Path, before: str, after: str
 ) -> None:
     """In every module: code at the end and names below the marker merge with the change.
 
-    The change is async_support turned on or off, or a resource added (``lock``,
-    whose names sort last in ``__init__.__all__``).  A module in both renders is
-    merged three ways: the render before, the user's edit of it, the render after.
+    The change is async_support turned on or off, a resource added (``lock``, whose
+    names sort last in ``__init__.__all__``), or a newer version that rewrites the
+    last line of code above the marker that ends a module.  A module is merged three
+    ways: the render before, the user's edit of it, the render after.
     """
     conflicts = []
     merged_files = 0
     for old in _python_files(renders[before]):
         relative = old.relative_to(renders[before])
-        new = renders[after] / relative
-        if not new.exists():
-            continue
         base = old.read_text(encoding="utf-8")
-        theirs = new.read_text(encoding="utf-8")
+        if after == "newer-end":
+            newer = _newer_end(base)
+            if newer is None:
+                continue
+            theirs = newer
+        elif (renders[after] / relative).exists():
+            theirs = (renders[after] / relative).read_text(encoding="utf-8")
+        else:
+            continue
         name = f"user_{old.stem.strip('_')}_helper"
         ours = _with_user_code(base, name)
         conflicted, merged = _merge(base, ours, theirs, tmp_path)
         merged_files += 1
         if conflicted or merged != _with_user_code(theirs, name):
             conflicts.append(str(relative))
-    assert merged_files >= 20
+    assert merged_files >= 2 * (len(registry.RESOURCES) + 1)  # at least the marked ones
     assert conflicts == KNOWN_CONFLICTS[before, after]
 
 
@@ -145,6 +161,20 @@ def test_every_public_module_has_the_exports_marker(renders: dict[str, Path]) ->
         text = (src / f"{name}.py").read_text(encoding="utf-8")
         assert text.count(EXPORTS_MARKER) == 1, name
         assert f"{EXPORTS_MARKER}]\n" in text, f"{name}: the marker closes __all__"
+
+
+@pytest.mark.parametrize("render", ["sync", "async"])
+def test_modules_users_extend_end_with_the_code_marker(
+    renders: dict[str, Path], render: str
+) -> None:
+    project = renders[render]
+    modules = [resource.module for resource in registry.RESOURCES] + ["helpers"]
+    paths = [project / "src" / PACKAGE / f"{name}.py" for name in modules]
+    paths += [project / "tests" / f"test_{name}.py" for name in modules]
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        assert text.endswith(f"\n\n\n{CODE_MARKER}"), path.name
+        assert text.count(CODE_MARKER) == 1, path.name
 
 
 LEFTOVERS_TEST = ROOT / "template" / "tests" / "test_update_leftovers.py"

@@ -36,6 +36,9 @@ GIT_IDENTITY = {
 EXPORTS_MARKER = (
     "    # Your own exports go below this line: template updates add theirs above it.\n"
 )
+CODE_MARKER = (
+    "# Your own code goes below this line: template updates change only what is above it.\n"
+)
 README_MARKER = "<!-- Your own sections go below this line: template updates write above it. -->"
 BASE_ANSWERS: dict[str, Any] = {
     "project_name": "Update Project",
@@ -208,6 +211,7 @@ def add_user_function(project: Path, module_name: str) -> str:
     path = module(project, module_name)
     text = path.read_text(encoding="utf-8")
     assert text.count(EXPORTS_MARKER) == 1, f"{path} has no exports marker"
+    assert text.endswith(CODE_MARKER), f"{path} does not end with the code marker"
     text = text.replace(EXPORTS_MARKER, f'{EXPORTS_MARKER}    "{name}",\n')
     path.write_text(text + user_function(name), encoding="utf-8")
     return name
