@@ -287,6 +287,8 @@ _PURE_CALLS = {
     "dataclass",
     "field",
     "itertools.count",
+    "get_args",
+    "len",
     "weakref.WeakKeyDictionary",
 }
 
