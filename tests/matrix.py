@@ -164,7 +164,8 @@ AUDITED_FILES: dict[str, str | None] = {
 """The GitHub and hook files of every render, with the schema each must satisfy.
 
 ``zizmor`` audits the workflows, the Dependabot config and the pre-commit config;
-``check-jsonschema`` validates each file that has a schema against it.
+``check-jsonschema`` validates each file that has a schema against it; ``prek
+validate-config`` reads the pre-commit config.
 """
 
 ZIZMOR_AUDITED = (".github/workflows/", ".github/dependabot.yml", ".pre-commit-config.yaml")
@@ -175,8 +176,9 @@ def audit_keys(project: Path) -> dict[str, str]:
 
     That is all the audit reads: ``zizmor --offline --no-config`` audits each input
     file on its own (no audit reads another file, a configuration or the network),
-    and ``check-jsonschema --builtin-schema`` validates against a schema shipped in
-    the package.  The tools' versions are fixed for a session.
+    ``check-jsonschema --builtin-schema`` validates against a schema shipped in the
+    package, and ``prek validate-config`` reads only the file it is given.  The
+    tools' versions are fixed for a session.
     """
     return {
         name: digest(name, schema or "", (project / name).read_bytes())

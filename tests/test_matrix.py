@@ -120,7 +120,10 @@ def test_docs_build_strict(
 def test_github_files_pass_audit_and_schema(
     combo: Combination, render: Render, run_tool: RunTool, ledger: CheckLedger
 ) -> None:
-    """zizmor (offline, default persona: no finding at all) and the GitHub schemas.
+    """zizmor (offline, default persona: no finding at all), the GitHub schemas, prek.
+
+    ``prek validate-config`` checks the hook config as prek reads it; running the
+    hooks needs their repositories from GitHub, which this machine cannot reach.
 
     Keyed by each file's bytes (``audit_keys``): the workflows vary only with the
     Python floor and the docs answer, so each distinct file is checked once.
@@ -133,6 +136,8 @@ def test_github_files_pass_audit_and_schema(
     audited = [name for name in pending if name.startswith(ZIZMOR_AUDITED)]
     if audited:
         run_tool(project, "zizmor", "--offline", "--no-config", "--no-progress", *audited)
+    if ".pre-commit-config.yaml" in pending:
+        run_tool(project, "prek", "validate-config", ".pre-commit-config.yaml")
     schemas = {AUDITED_FILES[name] for name in pending} - {None}
     for schema in sorted(s for s in schemas if s is not None):
         files = [name for name in pending if AUDITED_FILES[name] == schema]
