@@ -318,6 +318,8 @@ _PURE_CALLS = {
     "frozenset",
     "tuple",
     "Literal",
+    "get_args",
+    "len",
     "dataclass",
     "field",
     "itertools.count",
