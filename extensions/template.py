@@ -98,6 +98,28 @@ def email_problem(address: object) -> str:
     return ""
 
 
+def copyright_year_problem(value: object) -> str:
+    """Return why ``value`` is not a year (``2025``) or a range of years (``2019-2025``)."""
+    text = str(value).strip()
+    match = re.fullmatch(r"([1-9]\d{3})(?:-([1-9]\d{3}))?", text)
+    if match is None:
+        return (
+            f"copyright_year {text!r} must be a year such as 2025 "
+            "or a range of years such as 2019-2025."
+        )
+    if match[2] is not None and int(match[1]) >= int(match[2]):
+        return f"copyright_year {text!r}: the range must run from an earlier year to a later one."
+    return ""
+
+
+PLACEHOLDER_ANSWERS = {
+    "description": "Context managers that release every resource they open.",
+    "author_name": "Your Name",
+    "author_email": "you@example.com",
+}
+"""Defaults of ``copier.yml`` that only hold a place: ``--defaults`` accepts them."""
+
+
 def to_package_name(project_name: object) -> str:
     """Derive a valid-looking import name from a free-text project name."""
     ascii_text = unicodedata.normalize("NFKD", str(project_name)).encode("ascii", "ignore").decode()
@@ -251,6 +273,7 @@ class NamingFilters(Extension):
         environment.filters.update(
             package_name_problem=package_name_problem,
             email_problem=email_problem,
+            copyright_year_problem=copyright_year_problem,
             to_package_name=to_package_name,
             toml_string=toml_string,
             yaml_string=yaml_string,
@@ -285,6 +308,9 @@ class ResourceContext(ContextHook):
             name for resource in selected for name in resource.names(async_support=async_support)
         ]
         context["core_modules"] = registry.CORE_MODULES
+        context["placeholder_answers"] = [
+            name for name, value in PLACEHOLDER_ANSWERS.items() if context.get(name) == value
+        ]
         package_name = context.get("package_name") or ""
         context["distribution_name"] = pep503_name(package_name)
         python_min = str(context.get("python_min") or "3.11")

@@ -122,7 +122,7 @@ def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mypy-cache")
 
 
-GENERATED_PYTEST_PLUGINS = ("pytest_timeout",)
+GENERATED_PYTEST_PLUGINS = ("pytest_cov.plugin", "pytest_timeout")
 """The pytest plugins of the generated projects' dev group, loaded by name below."""
 
 

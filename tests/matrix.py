@@ -28,6 +28,8 @@ sys.path.insert(0, str(ROOT / "extensions"))
 
 import registry as registry  # noqa: E402  (extensions/ is not a package)
 
+import template as template  # noqa: E402  (the Copier extension, for its constants)
+
 PACKAGE = "pkg_under_test"
 RUNTIME_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 DEFAULT_ANSWERS: dict[str, Any] = {
@@ -120,11 +122,13 @@ def expected_files(combo: Combination) -> set[str]:
     """Every file the render of ``combo`` must contain, and nothing else."""
     files = {
         ".copier-answers.yml",
-        ".github/workflows/ci.yml",
         ".gitignore",
         ".pre-commit-config.yaml",
+        ".python-version",
         "CHANGELOG.md",
+        "CONTRIBUTING.md",
         "README.md",
+        "SECURITY.md",
         "pyproject.toml",
         f"src/{PACKAGE}/__init__.py",
         f"src/{PACKAGE}/py.typed",
@@ -133,6 +137,7 @@ def expected_files(combo: Combination) -> set[str]:
         "tests/test_package.py",
         "tests/test_update_leftovers.py",
     }
+    files |= set(AUDITED_FILES) | {".github/pull_request_template.md"}
     files |= {f"src/{PACKAGE}/{module}.py" for module in registry.CORE_MODULES}
     files |= {"tests/test_helpers.py", "tests/test_testing.py"}
     if combo.license != "none":
@@ -146,6 +151,40 @@ def expected_files(combo: Combination) -> set[str]:
         if combo.docs:
             files.add(f"docs/resources/{module}.md")
     return files
+
+
+AUDITED_FILES: dict[str, str | None] = {
+    ".github/workflows/ci.yml": "vendor.github-workflows",
+    ".github/workflows/release.yml": "vendor.github-workflows",
+    ".github/dependabot.yml": "vendor.dependabot",
+    ".github/ISSUE_TEMPLATE/bug_report.yml": "vendor.github-issue-forms",
+    ".github/ISSUE_TEMPLATE/feature_request.yml": "vendor.github-issue-forms",
+    ".github/ISSUE_TEMPLATE/config.yml": "vendor.github-issue-config",
+    ".pre-commit-config.yaml": None,
+}
+"""The GitHub and hook files of every render, with the schema each must satisfy.
+
+``zizmor`` audits the workflows, the Dependabot config and the pre-commit config;
+``check-jsonschema`` validates each file that has a schema against it; ``prek
+validate-config`` reads the pre-commit config.
+"""
+
+ZIZMOR_AUDITED = (".github/workflows/", ".github/dependabot.yml", ".pre-commit-config.yaml")
+
+
+def audit_keys(project: Path) -> dict[str, str]:
+    """Key each audited file by its own bytes and the schema it is checked against.
+
+    That is all the audit reads: ``zizmor --offline --no-config`` audits each input
+    file on its own (no audit reads another file, a configuration or the network),
+    ``check-jsonschema --builtin-schema`` validates against a schema shipped in the
+    package, and ``prek validate-config`` reads only the file it is given.  The
+    tools' versions are fixed for a session.
+    """
+    return {
+        name: digest(name, schema or "", (project / name).read_bytes())
+        for name, schema in AUDITED_FILES.items()
+    }
 
 
 def project_files(project: Path) -> set[str]:
@@ -284,6 +323,8 @@ _PURE_CALLS = {
     "frozenset",
     "tuple",
     "Literal",
+    "get_args",
+    "len",
     "dataclass",
     "field",
     "itertools.count",
