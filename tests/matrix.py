@@ -328,8 +328,6 @@ _PURE_CALLS = {
     "dataclass",
     "field",
     "itertools.count",
-    "get_args",
-    "len",
     "weakref.WeakKeyDictionary",
 }
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import BIN, tool_env
 from tests.matrix import PACKAGE, Combination, registry
-from tests.test_quickstart import GIT_IDENTITY
+from tests.updating import GIT_IDENTITY
 
 if TYPE_CHECKING:
     from collections.abc import Callable
