@@ -64,9 +64,14 @@ class Combination:
         return "-".join(parts)
 
     @property
-    def runnable(self) -> bool:
-        """Whether this machine's Python can run the project (else: static checks only)."""
-        return _version_tuple(self.python_min) <= _version_tuple(RUNTIME_PYTHON)
+    def python(self) -> Path | None:
+        """The interpreter that runs this project's suite: its floor, if installed.
+
+        The floor is the version whose code paths the project takes (``python_min``
+        3.12 writes sqlite's ``autocommit`` branch, 3.11 its older twin), so each
+        combination runs on that version, or is checked statically only.
+        """
+        return find_python(self.python_min)
 
     def answers(self) -> dict[str, Any]:
         return {
@@ -81,6 +86,29 @@ class Combination:
 
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
+
+
+def find_python(version: str) -> Path | None:
+    """An interpreter of *version* (``"3.12"``) on this machine, or ``None``.
+
+    This environment's own for its version; else ``python3.12`` on ``PATH``, else
+    the newest pyenv build of it (pyenv's shims are skipped: they answer for any
+    version).
+    """
+    if version == RUNTIME_PYTHON:
+        return Path(sys.executable)
+    candidates: list[Path] = []
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        if folder and "shims" not in Path(folder).parts:
+            candidates.append(Path(folder) / f"python{version}")
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    builds = sorted(
+        (pyenv_root / "versions").glob(f"{version}.*"),
+        key=lambda build: _version_tuple(re.sub(r"[^0-9.].*", "", build.name) or "0"),
+        reverse=True,
+    )
+    candidates += [build / "bin" / f"python{version}" for build in builds]
+    return next((path for path in candidates if os.access(path, os.X_OK)), None)
 
 
 def all_subsets(keys: tuple[str, ...]) -> list[tuple[str, ...]]:
