@@ -47,9 +47,8 @@ def test_template_files_hold_no_conflict_markers() -> None:
 
 
 KNOWN_CONFLICTS = {
-    # testing.py still ends with its async block (not moved yet: see docs/updating.md).
-    ("sync", "async"): [f"src/{PACKAGE}/testing.py"],
-    ("async", "sync"): [f"src/{PACKAGE}/testing.py"],
+    ("sync", "async"): [],
+    ("async", "sync"): [],
     ("no-lock", "sync"): [],
     ("async", "newer-end"): [],
 }
