@@ -10,6 +10,7 @@ import datetime
 import hashlib
 import json
 import keyword
+import os
 import re
 import sys
 import textwrap
@@ -19,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from copier.errors import UserMessageError
 from copier_template_extensions import ContextHook
 from jinja2 import Environment
 from jinja2.ext import Extension
@@ -94,6 +96,28 @@ def email_problem(address: object) -> str:
     if not re.fullmatch(r"[^@\s\"<>,;]+@[^@\s\"<>,;]+\.[^@\s\"<>,;.]+", text):
         return f"author_email {text!r} is not an e-mail address like name@example.com."
     return ""
+
+
+def copyright_year_problem(value: object) -> str:
+    """Return why ``value`` is not a year (``2025``) or a range of years (``2019-2025``)."""
+    text = str(value).strip()
+    match = re.fullmatch(r"([1-9]\d{3})(?:-([1-9]\d{3}))?", text)
+    if match is None:
+        return (
+            f"copyright_year {text!r} must be a year such as 2025 "
+            "or a range of years such as 2019-2025."
+        )
+    if match[2] is not None and int(match[1]) >= int(match[2]):
+        return f"copyright_year {text!r}: the range must run from an earlier year to a later one."
+    return ""
+
+
+PLACEHOLDER_ANSWERS = {
+    "description": "Context managers that release every resource they open.",
+    "author_name": "Your Name",
+    "author_email": "you@example.com",
+}
+"""Defaults of ``copier.yml`` that only hold a place: ``--defaults`` accepts them."""
 
 
 def to_package_name(project_name: object) -> str:
@@ -177,6 +201,70 @@ def pep503_name(value: object) -> str:
     return re.sub(r"[-_.]+", "-", str(value)).lower()
 
 
+_URL_LIKE = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:|[^/\s]+@[^/\s]+:)")
+"""A URL (``https://``, ``file://``, ``gh:``, ``gl:``) or scp-like ``git@host:path``."""
+
+
+def relative_source_problem(src_path: object) -> str:
+    """Return why copier cannot update a project copied from *src_path*, or ``""``.
+
+    Copier records the source exactly as it was typed (``_src_path`` in the answers
+    file); a relative path is resolved against whatever folder ``copier update`` is
+    later run from, and the update stops ("only supported in git-tracked templates").
+    """
+    text = str(src_path or "")
+    if not text or os.path.isabs(text) or text.startswith("~") or _URL_LIKE.match(text):
+        return ""
+    absolute = os.path.abspath(text)
+    return (
+        f"The template source {text!r} is a relative path. Copier records it as typed in "
+        "the answers file, and a later `copier update` could not find the template again. "
+        f"Give an absolute path (here: {absolute!r}) or a git URL instead."
+    )
+
+
+CONFLICT_START = "<" * 7
+CONFLICT_END = ">" * 7
+LEFTOVER_SUFFIXES = (".rej", ".orig")
+_SKIPPED_DIRS = frozenset(
+    {".git", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__", "site"}
+    | {".mypy_cache", ".ruff_cache", ".pytest_cache", "build", "dist"}
+)
+
+
+def _has_conflict_markers(path: Path) -> bool:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    if b"\0" in data[:8192]:
+        return False
+    lines = data.splitlines()
+    marker = [line.split(b" ", 1)[0] for line in lines if line[:7] in (b"<" * 7, b">" * 7)]
+    return CONFLICT_START.encode() in marker and CONFLICT_END.encode() in marker
+
+
+def update_leftovers(project: object) -> list[str]:
+    """Files of *project* that an update left unresolved, sorted.
+
+    That is every file with conflict markers (a ``<<<<<<<`` line and a ``>>>>>>>``
+    line) and every ``*.rej`` or ``*.orig`` file.  Virtual environments, caches and
+    ``.git`` are skipped.  Used by ``_message_after_update``; reads, never writes.
+    """
+    root = Path(str(project))
+    found = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        dirs[:] = sorted(
+            d for d in dirs if d not in _SKIPPED_DIRS and not (here / d / "pyvenv.cfg").exists()
+        )
+        for name in sorted(files):
+            path = here / name
+            if name.endswith(LEFTOVER_SUFFIXES) or _has_conflict_markers(path):
+                found.append(path.relative_to(root).as_posix())
+    return found
+
+
 class NamingFilters(Extension):
     """Jinja filters for names and for quoting free text in each output format."""
 
@@ -185,6 +273,7 @@ class NamingFilters(Extension):
         environment.filters.update(
             package_name_problem=package_name_problem,
             email_problem=email_problem,
+            copyright_year_problem=copyright_year_problem,
             to_package_name=to_package_name,
             toml_string=toml_string,
             yaml_string=yaml_string,
@@ -202,6 +291,12 @@ class ResourceContext(ContextHook):
     """Add the chosen resources, as registry entries, and derived names to the context."""
 
     def hook(self, context: dict[str, Any]) -> None:
+        recorded = context.get("_copier_answers") or {}
+        problem = relative_source_problem(recorded.get("_src_path"))
+        if problem:
+            raise UserMessageError(problem)
+        conf = context.get("_copier_conf") or {}
+        context["update_leftovers"] = lambda: update_leftovers(conf["dst_path"])
         chosen = context.get("resources") or []
         if isinstance(chosen, str):
             chosen = [chosen]
@@ -213,6 +308,9 @@ class ResourceContext(ContextHook):
             name for resource in selected for name in resource.names(async_support=async_support)
         ]
         context["core_modules"] = registry.CORE_MODULES
+        context["placeholder_answers"] = [
+            name for name, value in PLACEHOLDER_ANSWERS.items() if context.get(name) == value
+        ]
         package_name = context.get("package_name") or ""
         context["distribution_name"] = pep503_name(package_name)
         python_min = str(context.get("python_min") or "3.11")

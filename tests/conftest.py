@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -122,7 +125,7 @@ def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mypy-cache")
 
 
-GENERATED_PYTEST_PLUGINS = ("pytest_timeout", "_hypothesis_pytestplugin")
+GENERATED_PYTEST_PLUGINS = ("pytest_cov.plugin", "pytest_timeout", "_hypothesis_pytestplugin")
 """The pytest plugins of the generated projects' dev group, loaded by name below."""
 
 
@@ -166,9 +169,10 @@ def run_tool() -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run a tool of this environment in a project; fail with its output if it fails."""
 
     def _run(
-        project: Path, tool: str, *args: str, timeout: float = 600
+        project: Path, tool: str, *args: str, timeout: float = 600, python: Path | None = None
     ) -> subprocess.CompletedProcess[str]:
-        command = [str(BIN / tool), *args] if tool != "python" else [sys.executable, *args]
+        interpreter = str(python or sys.executable)
+        command = [str(BIN / tool), *args] if tool != "python" else [interpreter, *args]
         result = run_in(project, command, timeout)
         if result.returncode != 0:
             pytest.fail(
@@ -179,3 +183,41 @@ def run_tool() -> Callable[..., subprocess.CompletedProcess[str]]:
         return result
 
     return _run
+
+
+@pytest.fixture(scope="session")
+def suite_python(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Combination, Path], Path]:
+    """The interpreter that runs a combination's own suite, with its dev group installed.
+
+    This environment's Python for its own version.  For another version (a
+    ``python_min`` of 3.12 or 3.13 on a 3.11 machine), a virtual environment of
+    that interpreter with the rendered project's ``dev`` dependency group, made
+    once per session (under a lock shared by the xdist workers) and keyed by that
+    group's content, so a combination never runs with another group's packages.
+    """
+    root = _shared_root(tmp_path_factory)
+
+    def _python(combo: Combination, project: Path) -> Path:
+        found = combo.python
+        if found is None:
+            raise AssertionError(f"no Python {combo.python_min} here")
+        if found == Path(sys.executable):
+            return found
+        pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+        group = sorted(pyproject["dependency-groups"]["dev"])
+        digest = hashlib.sha256("\n".join([str(found), *group]).encode()).hexdigest()[:16]
+        venv = root / f"venv-{combo.python_min}-{digest}"
+        python = venv / "bin" / "python"
+        with open(root / f"{venv.name}.lock", "w") as lock:  # noqa: PTH123
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (venv / "ready").exists():
+                uv = os.environ.get("UV") or shutil.which("uv") or str(BIN / "uv")
+                for command in (
+                    [uv, "venv", "--quiet", "--python", str(found), str(venv)],
+                    [uv, "pip", "install", "--quiet", "--python", str(python), *group],
+                ):
+                    subprocess.run(command, check=True, capture_output=True, timeout=600)
+                (venv / "ready").write_text("ready\n", encoding="utf-8")
+        return python
+
+    return _python

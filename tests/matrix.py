@@ -28,6 +28,8 @@ sys.path.insert(0, str(ROOT / "extensions"))
 
 import registry as registry  # noqa: E402  (extensions/ is not a package)
 
+import template as template  # noqa: E402  (the Copier extension, for its constants)
+
 PACKAGE = "pkg_under_test"
 RUNTIME_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 DEFAULT_ANSWERS: dict[str, Any] = {
@@ -62,9 +64,14 @@ class Combination:
         return "-".join(parts)
 
     @property
-    def runnable(self) -> bool:
-        """Whether this machine's Python can run the project (else: static checks only)."""
-        return _version_tuple(self.python_min) <= _version_tuple(RUNTIME_PYTHON)
+    def python(self) -> Path | None:
+        """The interpreter that runs this project's suite: its floor, if installed.
+
+        The floor is the version whose code paths the project takes (``python_min``
+        3.12 writes sqlite's ``autocommit`` branch, 3.11 its older twin), so each
+        combination runs on that version, or is checked statically only.
+        """
+        return find_python(self.python_min)
 
     def answers(self) -> dict[str, Any]:
         return {
@@ -79,6 +86,29 @@ class Combination:
 
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
+
+
+def find_python(version: str) -> Path | None:
+    """An interpreter of *version* (``"3.12"``) on this machine, or ``None``.
+
+    This environment's own for its version; else ``python3.12`` on ``PATH``, else
+    the newest pyenv build of it (pyenv's shims are skipped: they answer for any
+    version).
+    """
+    if version == RUNTIME_PYTHON:
+        return Path(sys.executable)
+    candidates: list[Path] = []
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        if folder and "shims" not in Path(folder).parts:
+            candidates.append(Path(folder) / f"python{version}")
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    builds = sorted(
+        (pyenv_root / "versions").glob(f"{version}.*"),
+        key=lambda build: _version_tuple(re.sub(r"[^0-9.].*", "", build.name) or "0"),
+        reverse=True,
+    )
+    candidates += [build / "bin" / f"python{version}" for build in builds]
+    return next((path for path in candidates if os.access(path, os.X_OK)), None)
 
 
 def all_subsets(keys: tuple[str, ...]) -> list[tuple[str, ...]]:
@@ -120,18 +150,22 @@ def expected_files(combo: Combination) -> set[str]:
     """Every file the render of ``combo`` must contain, and nothing else."""
     files = {
         ".copier-answers.yml",
-        ".github/workflows/ci.yml",
         ".gitignore",
         ".pre-commit-config.yaml",
+        ".python-version",
         "CHANGELOG.md",
+        "CONTRIBUTING.md",
         "README.md",
+        "SECURITY.md",
         "pyproject.toml",
         f"src/{PACKAGE}/__init__.py",
         f"src/{PACKAGE}/py.typed",
         "benchmarks/overhead.py",
         "tests/conftest.py",
         "tests/test_package.py",
+        "tests/test_update_leftovers.py",
     }
+    files |= set(AUDITED_FILES) | {".github/pull_request_template.md"}
     files |= {f"src/{PACKAGE}/{module}.py" for module in registry.CORE_MODULES}
     files |= {"tests/test_helpers.py", "tests/test_testing.py"}
     if combo.resources:
@@ -147,6 +181,40 @@ def expected_files(combo: Combination) -> set[str]:
         if combo.docs:
             files.add(f"docs/resources/{module}.md")
     return files
+
+
+AUDITED_FILES: dict[str, str | None] = {
+    ".github/workflows/ci.yml": "vendor.github-workflows",
+    ".github/workflows/release.yml": "vendor.github-workflows",
+    ".github/dependabot.yml": "vendor.dependabot",
+    ".github/ISSUE_TEMPLATE/bug_report.yml": "vendor.github-issue-forms",
+    ".github/ISSUE_TEMPLATE/feature_request.yml": "vendor.github-issue-forms",
+    ".github/ISSUE_TEMPLATE/config.yml": "vendor.github-issue-config",
+    ".pre-commit-config.yaml": None,
+}
+"""The GitHub and hook files of every render, with the schema each must satisfy.
+
+``zizmor`` audits the workflows, the Dependabot config and the pre-commit config;
+``check-jsonschema`` validates each file that has a schema against it; ``prek
+validate-config`` reads the pre-commit config.
+"""
+
+ZIZMOR_AUDITED = (".github/workflows/", ".github/dependabot.yml", ".pre-commit-config.yaml")
+
+
+def audit_keys(project: Path) -> dict[str, str]:
+    """Key each audited file by its own bytes and the schema it is checked against.
+
+    That is all the audit reads: ``zizmor --offline --no-config`` audits each input
+    file on its own (no audit reads another file, a configuration or the network),
+    ``check-jsonschema --builtin-schema`` validates against a schema shipped in the
+    package, and ``prek validate-config`` reads only the file it is given.  The
+    tools' versions are fixed for a session.
+    """
+    return {
+        name: digest(name, schema or "", (project / name).read_bytes())
+        for name, schema in AUDITED_FILES.items()
+    }
 
 
 def project_files(project: Path) -> set[str]:
@@ -216,7 +284,10 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     floor, the core modules, and the package modules it imports.  Not included:
     ``__init__.py`` and the modules of resources the test does not import, which
     is sound because ``import_purity_problems`` is empty (importing them defines
-    names and does nothing else).  ``test_package.py`` imports the package itself,
+    names and does nothing else).  ``test_update_leftovers.py`` (which ``conftest.py``
+    imports) reads every file of the project, but only for conflict markers and
+    ``*.rej`` files, which no render holds (``tests/test_update_layout.py`` checks
+    the template's files).  ``test_package.py`` imports the package itself,
     so its key covers every module, and it runs ``benchmarks/overhead.py``.
     """
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
@@ -225,6 +296,7 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     always = [name for name in modules if name in registry.CORE_MODULES]
     shared = digest(
         (project / "tests" / "conftest.py").read_bytes(),
+        (project / "tests" / "test_update_leftovers.py").read_bytes(),  # conftest imports it
         _table(pyproject, "tool", "pytest"),
         _table(pyproject, "project", "requires-python"),
         *(modules[name] for name in always),
@@ -281,6 +353,8 @@ _PURE_CALLS = {
     "frozenset",
     "tuple",
     "Literal",
+    "get_args",
+    "len",
     "dataclass",
     "field",
     "itertools.count",

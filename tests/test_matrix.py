@@ -13,8 +13,11 @@ import pytest
 import yaml
 
 from tests.matrix import (
+    AUDITED_FILES,
     PACKAGE,
+    ZIZMOR_AUDITED,
     Combination,
+    audit_keys,
     docs_page_keys,
     expected_files,
     import_purity_problems,
@@ -78,19 +81,28 @@ def test_types_strict(
 
 
 def test_own_test_suite(
-    combo: Combination, render: Render, run_tool: RunTool, ledger: CheckLedger
+    combo: Combination,
+    render: Render,
+    run_tool: RunTool,
+    ledger: CheckLedger,
+    suite_python: Callable[[Combination, Path], Path],
 ) -> None:
-    if not combo.runnable:
+    if combo.python is None:
         pytest.skip(f"Python {combo.python_min} is not installed: checked statically only")
     project = render(combo)
+    python = suite_python(combo, project)
+    # A test file's outcome depends on its inputs and on the interpreter's version.
+    check = f"pytest-{combo.python_min}"
     keys = keys_of_test_files(project)
-    pending = sorted(name for name, key in keys.items() if not ledger.passed("pytest", key))
+    pending = sorted(name for name, key in keys.items() if not ledger.passed(check, key))
     if not pending:
         return  # every test file ran, with these exact inputs, in another combination
     tests = [f"tests/{name}" for name in pending]
-    run_tool(project, "python", "-m", "pytest", "-p", "no:cacheprovider", "-q", *tests)
+    run_tool(
+        project, "python", "-m", "pytest", "-p", "no:cacheprovider", "-q", *tests, python=python
+    )
     for name in pending:
-        ledger.record("pytest", keys[name])
+        ledger.record(check, keys[name])
 
 
 def test_docs_build_strict(
@@ -112,3 +124,32 @@ def test_docs_build_strict(
     run_tool(project, "mkdocs", "build", "--strict", "--site-dir", str(site))
     for key in keys.values():
         ledger.record("docs", key)
+
+
+def test_github_files_pass_audit_and_schema(
+    combo: Combination, render: Render, run_tool: RunTool, ledger: CheckLedger
+) -> None:
+    """zizmor (offline, default persona: no finding at all), the GitHub schemas, prek.
+
+    ``prek validate-config`` checks the hook config as prek reads it; running the
+    hooks needs their repositories from GitHub, which this machine cannot reach.
+
+    Keyed by each file's bytes (``audit_keys``): the workflows vary only with the
+    Python floor and the docs answer, so each distinct file is checked once.
+    """
+    project = render(combo)
+    keys = audit_keys(project)
+    pending = sorted(name for name, key in keys.items() if not ledger.passed("audit", key))
+    if not pending:
+        return
+    audited = [name for name in pending if name.startswith(ZIZMOR_AUDITED)]
+    if audited:
+        run_tool(project, "zizmor", "--offline", "--no-config", "--no-progress", *audited)
+    if ".pre-commit-config.yaml" in pending:
+        run_tool(project, "prek", "validate-config", ".pre-commit-config.yaml")
+    schemas = {AUDITED_FILES[name] for name in pending} - {None}
+    for schema in sorted(s for s in schemas if s is not None):
+        files = [name for name in pending if AUDITED_FILES[name] == schema]
+        run_tool(project, "check-jsonschema", "--builtin-schema", schema, *files)
+    for name in pending:
+        ledger.record("audit", keys[name])

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, tool_env
-from tests.matrix import PACKAGE, registry
+from tests.matrix import PACKAGE, ROOT, registry
+from tests.matrix import template as extension
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -68,6 +69,13 @@ def copy(template: Path, destination: Path, **data: Any) -> Path:
         ({"license": "GPL-3.0"}, "Invalid choice for 'license'"),
         ({"python_min": "3.10"}, "Invalid choice for 'python_min'"),
         ({"resources": ["file", "ftp"]}, "Invalid choice for 'resources'"),
+        ({"copyright_year": "next year"}, "must be a year such as 2025"),
+        ({"copyright_year": "25"}, "must be a year such as 2025"),
+        ({"copyright_year": "20250"}, "must be a year such as 2025"),
+        ({"copyright_year": "2019, 2025"}, "must be a year such as 2025"),
+        ({"copyright_year": "2019\u20132025"}, "must be a year such as 2025"),
+        ({"copyright_year": "2025-2019"}, "from an earlier year to a later one"),
+        ({"copyright_year": "2025-2025"}, "from an earlier year to a later one"),
     ],
     ids=lambda value: str(value) if isinstance(value, dict) else "",
 )
@@ -99,6 +107,70 @@ def test_command_line_refuses_with_the_message(template_snapshot: Path, tmp_path
     )
     assert result.returncode != 0
     assert "package_name 'json' would shadow the standard-library module" in result.stderr
+
+
+@pytest.mark.parametrize("year", ["2025", "1999", "2019-2025"])
+def test_copyright_year_or_range_lands_in_the_license(
+    template_snapshot: Path, tmp_path: Path, year: str
+) -> None:
+    copy(template_snapshot, tmp_path, copyright_year=year, resources=[], docs=False)
+    assert f"Copyright (c) {year} " in (tmp_path / "LICENSE").read_text(encoding="utf-8")
+
+
+def _copy_on_the_command_line(template: Path, destination: Path, *data: str) -> str:
+    """Run ``copier copy --defaults`` as a user would; return what it printed."""
+    arguments = [arg for item in ("resources=[]", *data) for arg in ("--data", item)]
+    result = subprocess.run(
+        [
+            str(BIN / "copier"),
+            "copy",
+            "--trust",
+            "--defaults",
+            *arguments,
+            str(template),
+            str(destination),
+        ],
+        input="",
+        capture_output=True,
+        text=True,
+        env=tool_env(),
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+def test_placeholder_defaults_are_announced_after_copy(
+    template_snapshot: Path, tmp_path: Path
+) -> None:
+    """``--defaults`` writes the placeholders; the after-copy message names each."""
+    questions = yaml.safe_load((ROOT / "copier.yml").read_text(encoding="utf-8"))
+    placeholders = extension.PLACEHOLDER_ANSWERS
+    assert {name: questions[name]["default"] for name in placeholders} == placeholders
+    printed = _copy_on_the_command_line(template_snapshot, tmp_path / "out")
+    assert "still the template's placeholders" in printed
+    for name, value in placeholders.items():
+        assert f"{name}: {value}" in printed
+    pyproject = tomllib.loads((tmp_path / "out" / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["authors"][0]["name"] == placeholders["author_name"]
+
+
+def test_real_answers_get_no_placeholder_notice(template_snapshot: Path, tmp_path: Path) -> None:
+    printed = _copy_on_the_command_line(
+        template_snapshot,
+        tmp_path / "out",
+        "description=Keeps files closed.",
+        "author_name=Ada Lovelace",
+        "author_email=ada@example.org",
+    )
+    assert "placeholder" not in printed
+    assert "Next steps" in printed
+
+
+def test_package_name_help_states_the_length_limit() -> None:
+    questions = yaml.safe_load((ROOT / "copier.yml").read_text(encoding="utf-8"))
+    assert f"at most {extension.MAX_PACKAGE_NAME} characters" in questions["package_name"]["help"]
 
 
 @pytest.mark.parametrize(

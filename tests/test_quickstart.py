@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -13,33 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import BIN, tool_env
+from tests.conftest import BIN
 from tests.matrix import ROOT
+from tests.updating import answers, commit_all, copy_project, git, run
 
 pytestmark = pytest.mark.slow
-
-GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "Template Tests",
-    "GIT_AUTHOR_EMAIL": "tests@example.com",
-    "GIT_COMMITTER_NAME": "Template Tests",
-    "GIT_COMMITTER_EMAIL": "tests@example.com",
-}
-
-
-def run(command: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        command,
-        cwd=cwd,
-        env={**tool_env(), **GIT_IDENTITY},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=timeout,
-    )
-    assert result.returncode == 0, (
-        f"{command} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
-    )
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +74,8 @@ def test_example_project_builds_an_installable_typed_wheel(
         [str(BIN / "uv"), "build", "--wheel", "--out-dir", str(tmp_path / "dist"), "-q"],
         example_project,
     )
-    (wheel,) = (tmp_path / "dist").glob("ledger_keeper-0.1.0-*.whl")
+    # A fresh project has no git tags yet: hatch-vcs gives the fallback version.
+    (wheel,) = (tmp_path / "dist").glob("ledger_keeper-0.0.0+unknown-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "ledger_keeper/py.typed" in names
     assert "ledger_keeper/files.py" in names
@@ -133,3 +112,68 @@ def test_readme_generate_command_works(template_clone: Path, tmp_path: Path) -> 
     line = line.replace("python3", shlex.quote(str(base_python)))
     run(["bash", "-c", line], template_clone)
     assert (tmp_path / "my-project" / "src" / "my_resources" / "__init__.py").is_file()
+
+
+# python3 as the user has it: the base interpreter, which has pip (this venv has not).
+BASE_PYTHON = shlex.quote(str(Path(sys.base_prefix) / "bin" / "python3"))
+
+
+def readme_commands(readme: Path, verb: str) -> list[str]:
+    """The lines of *readme*'s console blocks that run ``copier <verb>``, verbatim."""
+    blocks = re.findall(r"```console\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+    pattern = re.compile(rf" copier {verb}( |$)")
+    return [line for block in blocks for line in block.splitlines() if pattern.search(line)]
+
+
+def test_readme_copy_commands_work(template_clone: Path, tmp_path: Path) -> None:
+    """Every ``copier copy`` line of the README runs as written (CI adds nothing)."""
+    lines = readme_commands(ROOT / "README.md", "copy")
+    assert len(lines) == 3  # the quick start (tested above) and the two without prompts
+    run(["bash", "-c", f"{BASE_PYTHON} -m pip install -q uv"], tmp_path)
+    for number, line in enumerate(lines[1:]):
+        destination = tmp_path / f"project-{number}"
+        command = line.replace("../my-project", shlex.quote(str(destination)))
+        run(["bash", "-c", command.replace("python3", BASE_PYTHON)], template_clone)
+        recorded = answers(destination)
+        assert recorded["_src_path"] == str(template_clone)
+        assert recorded["_commit"] == "v0.1.0"
+
+
+def test_readme_update_commands_work(template_clone: Path, tmp_path: Path) -> None:
+    """The update and check-update lines of both READMEs run as written.
+
+    Updates get ``--defaults`` (CI has no terminal), nothing else.  The template's
+    README runs Copier through ``python3 -m uv``, a generated README through ``uv``
+    (this environment's, first on the PATH).
+    """
+    template = tmp_path / "template"
+    run(["git", "clone", "-q", str(template_clone), str(template)], tmp_path)
+    project = copy_project(template, tmp_path / "project", resources=["lock"], docs=False)
+    assert answers(project)["_commit"] == "v0.1.0"
+
+    def release(tag: str) -> None:
+        readme = template / "template" / "README.md.jinja"
+        text = readme.read_text(encoding="utf-8")
+        readme.write_text(re.sub(r"Supported[^:]*:", f"Supported ({tag}):", text), "utf-8")
+        commit_all(template, f"Template {tag}")
+        git(template, "tag", tag)
+
+    def run_line(line: str, **env: str) -> str:
+        result = run(["bash", "-c", line.replace("python3", BASE_PYTHON)], project, env=env)
+        return result.stdout + result.stderr
+
+    run(["bash", "-c", f"{BASE_PYTHON} -m pip install -q uv"], tmp_path)
+    release("v0.2.0")
+    (check,) = readme_commands(ROOT / "README.md", "check-update")
+    assert "latest version is 0.2.0" in run_line(check)
+    (template_update,) = readme_commands(ROOT / "README.md", "update")
+    run_line(f"{template_update} --defaults")
+    assert answers(project)["_commit"] == "v0.2.0"
+    commit_all(project, "Update to v0.2.0")
+
+    release("v0.3.0")
+    (project_update,) = readme_commands(project / "README.md", "update")
+    assert project_update.startswith("uv tool run ")
+    run_line(f"{project_update} --defaults", PATH=f"{BIN}:{os.environ['PATH']}")
+    assert answers(project)["_commit"] == "v0.3.0"
+    assert "Supported (v0.3.0): Python" in (project / "README.md").read_text(encoding="utf-8")

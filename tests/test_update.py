@@ -1,0 +1,503 @@
+"""``copier update``, end to end, on every path a user takes.
+
+Each test builds a temporary template repository with versions of its own (commits
+and tags: see ``tests/updating.py``), copies a project from an older version through
+Copier's command line, edits it as a user would, commits, updates, and checks what
+arrived and what was kept.  A test that updates ends with the updated project's own
+``ruff check``, ``ruff format --check``, ``mypy --strict`` and test suite passing.
+Resources are few (``file``, ``lock``) except where the path needs more.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.conftest import run_in
+from tests.matrix import PACKAGE, ROOT, registry
+from tests.updating import (
+    CODE_MARKER,
+    EXPORTS_MARKER,
+    README_MARKER,
+    TemplateRepo,
+    add_user_function,
+    add_user_test_file,
+    answers,
+    append_text,
+    assert_merged_cleanly,
+    assert_user_code_kept,
+    commit_all,
+    copier,
+    copy_project,
+    edit,
+    exported_names,
+    git,
+    leftovers,
+    module,
+    run,
+    unmerged,
+    update,
+    user_function,
+)
+
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Callable
+    from pathlib import Path
+
+    RunTool = Callable[..., subprocess.CompletedProcess[str]]
+
+pytestmark = [pytest.mark.slow, pytest.mark.update]
+
+OLD_FILE_SUMMARY = "Files, opened for one block or replaced atomically (old wording)."
+FILES_DOCSTRING = '"""Files: open one for the length of a block, or replace one atomically.'
+OLD_FILES_DOCSTRING = '"""Files: opened for one block, or replaced atomically (old wording).'
+SUPPORTED = "Supported: Python {{ python_min }} and newer"
+OLD_SUPPORTED = "Runs on: Python {{ python_min }} and newer"
+OLD_LAST_LINE = "# the older version's last line"
+CHANGELOG_LINE = "- Initial release, generated from the resource-safe package template."
+
+
+@pytest.fixture
+def check_project(run_tool: RunTool, mypy_cache: Path) -> Callable[[Path], None]:
+    """The updated project's own lint, format check, strict types and test suite."""
+
+    def _check(project: Path) -> None:
+        run_tool(project, "ruff", "check", "--no-cache", ".")
+        run_tool(project, "ruff", "format", "--no-cache", "--check", ".")
+        run_tool(project, "mypy", "--cache-dir", str(mypy_cache))
+        run_tool(project, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x")
+
+    return _check
+
+
+def older_version(template: Path) -> None:
+    """Today's template as an older version: other wording in four files."""
+    summary = registry.BY_KEY["file"].summary
+    registry_file = template / "extensions" / "registry.py"
+    edit(registry_file, f'summary="{summary}"', f'summary="{OLD_FILE_SUMMARY}"')
+    files = next((template / "template" / "src" / "{{ package_name }}").glob("*files.py*"))
+    edit(files, FILES_DOCSTRING, OLD_FILES_DOCSTRING)
+    # The module's last line of code, right above the marker the user writes below.
+    text = files.read_text(encoding="utf-8")
+    last = text[: text.rindex("\n\n\n" + CODE_MARKER)].rsplit("\n", 1)[1]
+    assert last.strip(), "files.py has no code right above the marker"
+    assert not last.lstrip().startswith(("{%", "#")), last
+    edit(files, f"{last}\n\n\n{CODE_MARKER}", f"{last}  {OLD_LAST_LINE}\n\n\n{CODE_MARKER}")
+    edit(template / "template" / "README.md.jinja", SUPPORTED, OLD_SUPPORTED)
+    edit(template / "template" / "CHANGELOG.md.jinja", CHANGELOG_LINE, "- Initial release.")
+
+
+def test_template_change_arrives_and_user_edits_stay(
+    tmp_path: Path, check_project: Callable[[Path], None]
+) -> None:
+    """Path 1: edits to a module, its tests, README, CHANGELOG and new files all stay."""
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v1.0.0", older_version)
+    template.release("v1.1.0")
+    project = copy_project(template, tmp_path / "project", "v1.0.0", resources=["file"], docs=False)
+    assert answers(project)["_commit"] == "v1.0.0"
+    assert OLD_FILE_SUMMARY in (project / "README.md").read_text(encoding="utf-8")
+
+    function = add_user_function(project, "files")
+    user_tests = add_user_test_file(project, "files", function)
+    generated_test = append_text(
+        project / "tests" / "test_files.py",
+        "\n\ndef test_user_round_trip(tmp_path: Path) -> None:\n"
+        '    with ManagedFile(tmp_path / "user.txt", "w") as stream:\n'
+        '        stream.write("kept")\n'
+        '    assert (tmp_path / "user.txt").read_text(encoding="utf-8") == "kept"\n',
+    )
+    readme_note = append_text(project / "README.md", "\n## Our notes\n\nKept by updates.\n")
+    changelog = project / "CHANGELOG.md"
+    edit(changelog, "## [Unreleased]\n", "## [Unreleased]\n\n- Our own entry.\n")
+    changelog_before = changelog.read_text(encoding="utf-8")
+    own_module = module(project, "user_tools")
+    own_module.write_text('"""The user\'s own module."""\n' + user_function("tool"), "utf-8")
+    commit_all(project, "User edits")
+
+    result = update(project, "--defaults")
+
+    assert_merged_cleanly(project, result)
+    assert answers(project)["_commit"] == "v1.1.0"
+    readme = (project / "README.md").read_text(encoding="utf-8")
+    # The new version's registry, wording and README line arrived.
+    assert registry.BY_KEY["file"].summary in readme
+    assert OLD_FILE_SUMMARY not in readme
+    assert "Supported: Python 3.11 and newer" in readme
+    files_text = module(project, "files").read_text(encoding="utf-8")
+    assert files_text.startswith(FILES_DOCSTRING)
+    assert OLD_LAST_LINE not in files_text  # changed right above the user's code
+    # Every user edit stayed; CHANGELOG.md is the user's, byte for byte.
+    assert_user_code_kept(
+        project,
+        {
+            module(project, "files"): [user_function(function), f'    "{function}",\n'],
+            project / "tests" / "test_files.py": [generated_test],
+            project / "README.md": [readme_note],
+        },
+    )
+    assert readme.index(README_MARKER) < readme.index(readme_note)
+    assert user_tests.is_file()
+    assert own_module.is_file()
+    assert changelog.read_text(encoding="utf-8") == changelog_before
+    check_project(project)
+
+
+def test_adding_a_resource(tmp_path: Path, check_project: Callable[[Path], None]) -> None:
+    """Path 2: a resource added by update brings its module, tests, docs page, exports."""
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v1.0.0")
+    project = copy_project(template, tmp_path / "project", resources=["file"], docs=True)
+    function = add_user_function(project, "files")
+    user_tests = add_user_test_file(project, "files", function)
+    init = module(project, "__init__")
+    edit(init, EXPORTS_MARKER, f'{EXPORTS_MARKER}    "__version__",\n')
+    edit(init, "\n__all__ = [", '\n__version__ = "0.1.0"\n\n__all__ = [')
+    commit_all(project, "User edits")
+
+    result = update(project, "--defaults", "--data", "resources=[file, lock]")
+
+    assert_merged_cleanly(project, result)
+    assert answers(project)["resources"] == ["file", "lock"]
+    assert module(project, "locks").is_file()
+    assert (project / "tests" / "test_locks.py").is_file()
+    assert (project / "docs" / "resources" / "locks.md").is_file()
+    assert "resources/locks.md" in (project / "mkdocs.yml").read_text(encoding="utf-8")
+    assert exported_names(init) == ["AtomicWriter", "ManagedFile", "TimedLock", "__version__"]
+    assert_user_code_kept(
+        project,
+        {module(project, "files"): [user_function(function), f'    "{function}",\n']},
+    )
+    assert user_tests.is_file()
+    check_project(project)
+
+
+def test_dropping_a_resource(tmp_path: Path, check_project: Callable[[Path], None]) -> None:
+    """Path 3: a resource dropped by update takes its files; everything else stays."""
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v1.0.0")
+    project = copy_project(template, tmp_path / "project", resources=["file", "lock"], docs=True)
+    function = add_user_function(project, "files")
+    user_tests = add_user_test_file(project, "files", function)
+    locks_function = add_user_function(project, "locks")
+    commit_all(project, "User edits")
+
+    result = update(project, "--defaults", "--data", "resources=[file]")
+
+    assert_merged_cleanly(project, result)
+    for gone in (
+        module(project, "locks"),
+        project / "tests" / "test_locks.py",
+        project / "docs" / "resources" / "locks.md",
+    ):
+        assert not gone.exists(), gone
+    # Copier deletes a dropped module even if the user edited it; git still has it.
+    assert locks_function in git(project, "show", f"HEAD:src/{PACKAGE}/locks.py")
+    assert "TimedLock" not in module(project, "__init__").read_text(encoding="utf-8")
+    assert "locks" not in (project / "mkdocs.yml").read_text(encoding="utf-8")
+    assert_user_code_kept(project, {module(project, "files"): [user_function(function)]})
+    assert user_tests.is_file()
+    check_project(project)
+
+
+def test_toggling_async_and_docs(tmp_path: Path, check_project: Callable[[Path], None]) -> None:
+    """Path 4: async_support on and off, docs off and on, user code at every module end."""
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v1.0.0")
+    project = copy_project(
+        template, tmp_path / "project", resources=["file", "lock"], async_support=False
+    )
+    kept: dict[Path, list[str]] = {}
+    for name in ("files", "locks"):
+        function = add_user_function(project, name)
+        kept[module(project, name)] = [user_function(function), f'    "{function}",\n']
+    helper = module(project, "helpers")
+    kept[helper] = [append_text(helper, user_function("user_helpers_helper"))]
+    for name in ("test_files", "test_locks", "test_helpers"):
+        test_file = project / "tests" / f"{name}.py"
+        kept[test_file] = [
+            append_text(test_file, f"\n\ndef {name}_by_user() -> None:\n    assert True\n")
+        ]
+    readme = project / "README.md"
+    kept[readme] = [append_text(readme, "\n## Our notes\n\nKept by updates.\n")]
+    commit_all(project, "User edits")
+
+    steps = [
+        (["--data", "async_support=true"], ["AsyncManagedFile", "AsyncTimedLock"]),
+        (["--data", "async_support=false"], []),
+        (["--data", "docs=false"], []),
+        (["--data", "docs=true"], []),
+    ]
+    for data, async_names in steps:
+        result = update(project, "--defaults", *data)
+        assert_merged_cleanly(project, result)
+        assert_user_code_kept(project, kept)
+        init = module(project, "__init__").read_text(encoding="utf-8")
+        for name in ("AsyncManagedFile", "AsyncTimedLock"):
+            assert (name in init) == (name in async_names), (data, name)
+        assert (project / "mkdocs.yml").exists() == (data != ["--data", "docs=false"])
+        commit_all(project, f"Update {data}")
+    assert (project / "docs" / "resources" / "files.md").is_file()
+    check_project(project)
+
+
+def conflicting_version(template: Path) -> None:
+    """A newer version that changes the line the user changes too."""
+    files = template / "template" / "src" / "{{ package_name }}"
+    edit(next(files.glob("*files.py*")), FILES_DOCSTRING, OLD_FILES_DOCSTRING)
+
+
+USER_DOCSTRING = '"""Files: our own summary line, which the user rewrote.'
+
+
+@pytest.mark.parametrize("mode", ["inline", "rej"])
+def test_real_conflict_is_loud_and_loses_nothing(
+    tmp_path: Path, check_project: Callable[[Path], None], mode: str
+) -> None:
+    """Path 5: user and template change the same line: Copier exits 0, we do not."""
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v1.0.0")
+    template.release("v1.1.0", conflicting_version)
+    project = copy_project(template, tmp_path / "project", "v1.0.0", resources=["file"], docs=False)
+    files = module(project, "files")
+    edit(files, FILES_DOCSTRING, USER_DOCSTRING)
+    commit_all(project, "User edit on a template line")
+
+    result = update(project, "--defaults", f"--conflict={mode}")
+
+    assert result.returncode == 0  # Copier's own verdict: hence the checks below
+    left = leftovers(project)
+    text = files.read_text(encoding="utf-8")
+    rejected = project / "src" / PACKAGE / "files.py.rej"
+    if mode == "inline":
+        assert unmerged(project) == [f"src/{PACKAGE}/files.py"]
+        assert left == [f"src/{PACKAGE}/files.py"]
+        # Nothing lost: the user's line and the template's are both in the file.
+        assert USER_DOCSTRING in text
+        assert OLD_FILES_DOCSTRING in text
+    else:
+        assert left == [f"src/{PACKAGE}/files.py.rej"]
+        assert text.startswith(OLD_FILES_DOCSTRING)
+        assert USER_DOCSTRING in rejected.read_text(encoding="utf-8")
+    # Loud: Copier's closing message names the file ...
+    assert "CONFLICTS: copier update exits 0" in result.stderr
+    assert f"  {left[0]}\n" in result.stderr
+    # ... and so does the project's own test run, first of all.
+    suite = run_in(project, [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], 300)
+    assert suite.returncode == 1, suite.stdout[-3000:]
+    assert "copier update left conflicts to resolve" in suite.stdout
+    assert left[0] in suite.stdout
+    assert "1 failed in" in suite.stdout  # only the leftovers test ran
+
+    # The user resolves it: keeps their line, drops the markers (or the .rej file).
+    if mode == "inline":
+        resolved = re.sub(
+            r"^<{7} before updating\n(.*?)^={7}\n.*?^>{7} after updating\n",
+            r"\1",
+            text,
+            flags=re.M | re.S,
+        )
+        files.write_text(resolved, encoding="utf-8")
+    else:
+        edit(files, OLD_FILES_DOCSTRING, USER_DOCSTRING)
+        rejected.unlink()
+    assert leftovers(project) == []
+    commit_all(project, "Resolve the update's conflict")
+    assert files.read_text(encoding="utf-8").startswith(USER_DOCSTRING)
+    check_project(project)
+
+
+def newer_version(template: Path) -> None:
+    """A newer version: other README wording, and a question of its own."""
+    edit(template / "template" / "README.md.jinja", SUPPORTED, OLD_SUPPORTED)
+    with (template / "copier.yml").open("a", encoding="utf-8") as config:
+        config.write(
+            "\nrelease_notes:\n  type: str\n  help: Where release notes go (a new question)\n"
+            "  default: CHANGELOG.md\n"
+        )
+
+
+def test_check_update_reports_the_newer_version(
+    tmp_path: Path, check_project: Callable[[Path], None]
+) -> None:
+    """Path 6: ``check-update`` finds a newer tag; only ``--quiet`` makes that exit 2."""
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v1.0.0")
+    project = copy_project(template, tmp_path / "project", resources=["lock"], docs=False)
+
+    def check_update(*args: str) -> tuple[int, str]:
+        result = copier(project, "check-update", *args, check=False)
+        return result.returncode, result.stdout + result.stderr
+
+    assert check_update() == (0, "Project is up-to-date!\n")
+    assert check_update("--quiet")[0] == 0
+    template.release("v1.1.0", newer_version)
+    code, output = check_update()
+    assert code == 0  # an update exists, and the exit code does not say so
+    assert "New template version available" in output
+    assert "Current version is 1.0.0, latest version is 1.1.0" in output
+    assert check_update("--quiet") == (2, "")
+    code, output = check_update("--output-format", "json")
+    assert code == 0
+    assert json.loads(output.strip().splitlines()[-1]) == {
+        "update_available": True,
+        "current_version": "1.0.0",
+        "latest_version": "1.1.0",
+    }
+    # A pre-release tag (PEP 440) is no update, unless asked for.
+    template.release("v1.2.0a1")
+    code, output = check_update("--quiet")
+    assert code == 2  # still 1.1.0
+    result = update(project, "--defaults")
+    assert_merged_cleanly(project, result)
+    assert answers(project)["_commit"] == "v1.1.0"
+    commit_all(project, "Update to 1.1.0")
+    assert check_update("--quiet")[0] == 0
+    assert check_update("--quiet", "--prereleases")[0] == 2
+    check_project(project)
+
+
+def test_update_with_defaults_keeps_every_answer(
+    tmp_path: Path, check_project: Callable[[Path], None]
+) -> None:
+    """``--defaults``: old answers kept, a new question gets its default, no prompt."""
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v1.0.0")
+    template.release("v1.1.0", newer_version)
+    project = copy_project(
+        template, tmp_path / "project", "v1.0.0", resources=["lock"], async_support=True
+    )
+    before = answers(project)
+
+    result = update(project, "--defaults")
+
+    assert_merged_cleanly(project, result)
+    after = answers(project)
+    assert after.pop("release_notes") == "CHANGELOG.md"
+    assert after == {**before, "_commit": "v1.1.0"}
+    assert "Runs on: Python 3.11" in (project / "README.md").read_text(encoding="utf-8")
+    check_project(project)
+
+
+def test_update_with_skip_answered_asks_only_new_questions(
+    tmp_path: Path, check_project: Callable[[Path], None]
+) -> None:
+    """``--skip-answered``: only the new question is asked, so ``--data`` for it suffices."""
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v1.0.0")
+    template.release("v1.1.0", newer_version)
+    project = copy_project(template, tmp_path / "project", "v1.0.0", resources=["lock"])
+    before = answers(project)
+    new_answer = ("--data", "release_notes=docs/releases.md")
+
+    # Without it, Copier asks every question again, and there is no terminal here.
+    asked = update(project, *new_answer, check=False)
+    assert asked.returncode == 1
+    assert "Interactive session required" in asked.stderr
+    assert git(project, "status", "--porcelain") == ""
+
+    result = update(project, "--skip-answered", *new_answer)
+
+    assert_merged_cleanly(project, result)
+    assert answers(project) == {
+        **before,
+        "_commit": "v1.1.0",
+        "release_notes": "docs/releases.md",
+    }
+    check_project(project)
+
+
+def test_update_refuses_a_dirty_tree(tmp_path: Path) -> None:
+    """Copier refuses to update uncommitted work, and says so; nothing changes."""
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v1.0.0")
+    template.release("v1.1.0", newer_version)
+    project = copy_project(template, tmp_path / "project", "v1.0.0", resources=["lock"])
+    readme = project / "README.md"
+    uncommitted = append_text(readme, "\nNot committed yet.\n")
+
+    result = update(project, "--defaults", check=False)
+
+    assert result.returncode == 1
+    assert "Destination repository is dirty; cannot continue." in result.stderr
+    assert "commit or stash your local changes" in result.stderr
+    assert git(project, "status", "--porcelain") == " M README.md\n"
+    assert readme.read_text(encoding="utf-8").endswith(uncommitted)
+    assert answers(project)["_commit"] == "v1.0.0"
+
+
+BASELINE = "62a75d1"
+"""This repository's main before the contract and hardening issues (no tags then)."""
+
+
+def test_update_from_the_baseline_commit(
+    tmp_path: Path, check_project: Callable[[Path], None]
+) -> None:
+    """Path 7: a project generated from commit 62a75d1 updates to this version.
+
+    Every resource, async variants and docs: the contract core, the hardening and the
+    update layout all arrive.  The user's own files, a README paragraph and a
+    CHANGELOG entry merge cleanly.  Code at the end of ``files.py`` conflicts, once:
+    back then the module ended with its async class; now private helpers follow it,
+    then the comment below which user code goes (the layout that lets later updates
+    merge).  The test resolves it as docs/updating.md says.
+    """
+    if run(["git", "cat-file", "-e", f"{BASELINE}^{{commit}}"], ROOT, check=False).returncode:
+        pytest.skip(
+            f"commit {BASELINE} is not in this clone (a shallow clone?): "
+            "fetch the full history to test the update from it"
+        )
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v0.0.1", commit=BASELINE)
+    template.release("v0.1.0")
+    project = copy_project(
+        template,
+        tmp_path / "project",
+        "v0.0.1",
+        resources=[resource.key for resource in registry.RESOURCES],
+        async_support=True,
+        docs=True,
+    )
+    assert not module(project, "_resource").exists()  # the contract core came later
+    own_module = module(project, "user_tools")
+    own_module.write_text('"""The user\'s own module."""\n' + user_function("tool"), "utf-8")
+    own_tests = add_user_test_file(project, "user_tools", "tool")
+    readme = project / "README.md"
+    note = "\nOur own paragraph, after the description.\n"
+    edit(readme, "open.\n\nEvery resource", f"open.\n{note}\nEvery resource")
+    changelog = project / "CHANGELOG.md"
+    edit(changelog, "## [Unreleased]\n", "## [Unreleased]\n\n- Our own entry.\n")
+    changelog_before = changelog.read_text(encoding="utf-8")
+    kept = {readme: [note]}
+    files = module(project, "files")
+    files_function = append_text(files, user_function("user_files_helper"))
+    commit_all(project, "User edits")
+
+    result = update(project, "--defaults")
+
+    assert answers(project)["_commit"] == "v0.1.0"
+    files_path = f"src/{PACKAGE}/files.py"
+    assert unmerged(project) == [files_path]
+    assert leftovers(project) == [files_path]
+    assert f"  {files_path}\n" in result.stderr
+    assert files_function in files.read_text(encoding="utf-8")  # kept, between markers
+    # Resolved: the template's side, then the user's function again at the end.
+    git(project, "checkout", "--theirs", "--", files_path)
+    append_text(files, files_function)
+    assert leftovers(project) == []
+    commit_all(project, "Update to 0.1.0, conflict resolved")
+
+    for core in ("_resource", "_cleanup"):
+        assert module(project, core).is_file()
+    assert (project / "tests" / "test_update_leftovers.py").is_file()
+    assert "check-merge-conflict" in (project / ".pre-commit-config.yaml").read_text()
+    assert_user_code_kept(project, kept)
+    assert own_module.is_file()
+    assert own_tests.is_file()
+    assert changelog.read_text(encoding="utf-8") == changelog_before
+    check_project(project)
