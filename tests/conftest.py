@@ -208,7 +208,7 @@ def suite_python(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Combinat
         digest = hashlib.sha256("\n".join([str(found), *group]).encode()).hexdigest()[:16]
         venv = root / f"venv-{combo.python_min}-{digest}"
         python = venv / "bin" / "python"
-        with open(root / f"{venv.name}.lock", "w") as lock:  # noqa: PTH123
+        with (root / f"{venv.name}.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not (venv / "ready").exists():
                 uv = os.environ.get("UV") or shutil.which("uv") or str(BIN / "uv")

@@ -46,7 +46,7 @@ def test_template_files_hold_no_conflict_markers() -> None:
     assert found == []
 
 
-KNOWN_CONFLICTS = {
+KNOWN_CONFLICTS: dict[tuple[str, str], list[str]] = {
     ("sync", "async"): [],
     ("async", "sync"): [],
     ("no-lock", "sync"): [],
