@@ -60,6 +60,7 @@ def test_every_action_is_pinned_to_one_commit_with_its_release(render: Render, d
             pins.setdefault(match["action"], set()).add(f"{match['ref']}{match['comment']}")
     assert {"actions/checkout", "astral-sh/setup-uv"} <= set(pins)
     assert "pypa/gh-action-pypi-publish" in pins
+    assert ("actions/deploy-pages" in pins) is docs
     different = {action: refs for action, refs in pins.items() if len(refs) > 1}
     assert different == {}, "one action, two pins: update them together"
 
@@ -77,7 +78,11 @@ def test_workflows_grant_least_privilege(render: Render) -> None:
             for step in job["steps"]:
                 if str(step.get("uses", "")).startswith("actions/checkout@"):
                     assert step["with"]["persist-credentials"] is False, f"{name}:{job_id}"
-    assert writers == ["release.yml:publish:id-token"]
+    assert writers == [
+        "docs.yml:deploy:pages",
+        "docs.yml:deploy:id-token",
+        "release.yml:publish:id-token",
+    ]
 
 
 def test_release_builds_checks_and_publishes_on_a_tag(render: Render) -> None:
