@@ -101,6 +101,30 @@ def test_release_builds_checks_and_publishes_on_a_tag(render: Render) -> None:
     assert publisher["with"] == {"attestations": True}, "trusted publishing: no token"
 
 
+@pytest.mark.parametrize("docs", [False, True])
+def test_docs_are_built_in_ci_and_published_from_main(render: Render, docs: bool) -> None:
+    project = render(Combination(("file",), async_support=False, docs=docs))
+    workflows = _workflows(project)
+    ci = _load(workflows["ci.yml"])
+    assert ("docs" in ci["jobs"]) is docs
+    assert ("docs.yml" in workflows) is docs
+    if not docs:
+        return
+    check = ci["jobs"]["docs"]["steps"][-1]
+    assert check["shell"] == "bash", "pipefail: a failed build fails the step"
+    assert "zensical build --strict" in check["run"]
+    pages = _load(workflows["docs.yml"])
+    assert pages["on"] == {"push": {"branches": ["main"]}, "workflow_dispatch": None}
+    assert pages["concurrency"] == {"group": "pages", "cancel-in-progress": False}
+    build, deploy = pages["jobs"]["build"], pages["jobs"]["deploy"]
+    assert "uv run --group docs zensical build --strict" in [s.get("run") for s in build["steps"]]
+    (upload,) = [s for s in build["steps"] if "upload-pages-artifact" in s.get("uses", "")]
+    assert upload["with"] == {"path": "site/"}
+    assert deploy["needs"] == "build"
+    assert deploy["environment"]["name"] == "github-pages"
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+
+
 @pytest.mark.parametrize("python_min", PYTHON_VERSIONS)
 def test_ci_covers_linux_and_macos_and_every_python(render: Render, python_min: str) -> None:
     project = render(Combination((), async_support=False, docs=False, python_min=python_min))
