@@ -200,6 +200,8 @@ def expected_files(combo: Combination) -> set[str]:
         "tests/test_update_leftovers.py",
     }
     files |= set(AUDITED_FILES) | {".github/pull_request_template.md"}
+    if not combo.docs:
+        files.discard(".github/workflows/docs.yml")
     files |= {f"src/{PACKAGE}/{module}.py" for module in registry.CORE_MODULES}
     files |= {"tests/test_helpers.py", "tests/test_testing.py"}
     if combo.resources:
@@ -207,7 +209,7 @@ def expected_files(combo: Combination) -> set[str]:
     if combo.license != "none":
         files.add("LICENSE")
     if combo.docs:
-        files |= {"mkdocs.yml", "docs/index.md", "docs/errors.md"}
+        files |= {"mkdocs.yml", "docs/index.md", "docs/errors.md", "overrides/main.html"}
         files |= {"docs/helpers.md", "docs/testing.md"}
     for key in combo.resources:
         module = registry.BY_KEY[key].module
@@ -220,6 +222,7 @@ def expected_files(combo: Combination) -> set[str]:
 AUDITED_FILES: dict[str, str | None] = {
     ".github/workflows/ci.yml": "vendor.github-workflows",
     ".github/workflows/release.yml": "vendor.github-workflows",
+    ".github/workflows/docs.yml": "vendor.github-workflows",  # with docs only
     ".github/dependabot.yml": "vendor.dependabot",
     ".github/ISSUE_TEMPLATE/bug_report.yml": "vendor.github-issue-forms",
     ".github/ISSUE_TEMPLATE/feature_request.yml": "vendor.github-issue-forms",
@@ -248,6 +251,7 @@ def audit_keys(project: Path) -> dict[str, str]:
     return {
         name: digest(name, schema or "", (project / name).read_bytes())
         for name, schema in AUDITED_FILES.items()
+        if (project / name).is_file()
     }
 
 
@@ -268,6 +272,8 @@ def jinja_leftovers(project: Path) -> list[str]:
     """Lines that still look like Jinja (GitHub Actions ``${{ }}`` expressions excepted)."""
     found = []
     for name in sorted(project_files(project)):
+        if name.startswith("overrides/"):
+            continue  # the docs theme's own Jinja templates
         text = (project / name).read_text(encoding="utf-8")
         for number, line in enumerate(text.splitlines(), 1):
             if JINJA_LEFTOVER.search(_GHA_EXPRESSION.sub("", line)):
@@ -430,7 +436,8 @@ def docs_page_keys(project: Path) -> dict[str, str]:
     config = yaml.safe_load((project / "mkdocs.yml").read_text(encoding="utf-8"))
     config.pop("nav", None)
     core = [(src / f"{module}.py").read_bytes() for module in registry.CORE_MODULES]
-    settings = digest(repr(sorted(config.items())), *core)
+    theme = (project / "overrides" / "main.html").read_bytes()
+    settings = digest(repr(sorted(config.items())), theme, *core)
     keys = {}
     for page in sorted((project / "docs").rglob("*.md")):
         text = page.read_text(encoding="utf-8")
