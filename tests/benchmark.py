@@ -15,10 +15,12 @@ figures of one run are compared with each other.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -142,6 +144,64 @@ def report(figures: Figures) -> None:
         print(f"    {kind:<24} {seconds:>8} s {runs:>6} runs")
 
 
+def profile_renders(count: int) -> None:
+    """Render the all-resources project *count* times in-process; where the time goes.
+
+    The share of our own code is the time spent inside ``extensions/`` (the
+    context hook, the registry, the filters), excluding what they call in copier,
+    Jinja or the standard library.
+    """
+    import cProfile
+    import pstats
+
+    import copier
+
+    from tests.conftest import copy_template
+    from tests.matrix import Combination
+    from tests.rendering import fast_rendering
+
+    answers = Combination(registry_keys(), True, True).answers()
+    with tempfile.TemporaryDirectory(prefix="render-profile-") as folder:
+        template = Path(folder, "template")
+        template.mkdir()
+        copy_template(template)
+        for plain in (True, False):
+            label = "plain copier" if plain else "with the matrix's shortcuts"
+            profiler = cProfile.Profile()
+            timings = []
+            with contextlib.nullcontext() if plain else fast_rendering():
+                for number in range(2 * count):
+                    profiled = number >= count  # timed first, then profiled
+                    destination = Path(folder, f"{int(plain)}-{number}")
+                    start = time.perf_counter()
+                    if profiled:
+                        profiler.enable()
+                    copier.run_copy(
+                        str(template),
+                        str(destination),
+                        data=answers,
+                        defaults=True,
+                        unsafe=True,
+                        quiet=True,
+                    )
+                    if profiled:
+                        profiler.disable()
+                    else:
+                        timings.append(time.perf_counter() - start)
+            stats = pstats.Stats(profiler)
+            total = stats.total_tt  # type: ignore[attr-defined]
+            ours = sum(
+                row[2]
+                for (filename, _, _), row in stats.stats.items()  # type: ignore[attr-defined]
+                if "/extensions/" in filename
+            )
+            print(
+                f"render, {label}: median {statistics.median(timings) * 1000:.0f} ms, "
+                f"min {min(timings) * 1000:.0f} ms over {count}; our code (extensions/) "
+                f"{ours / total:.1%} of the profiled time"
+            )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--workers", default="2", help="xdist workers (default 2)")
@@ -150,7 +210,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--sample", action="store_true", help="the sample matrix instead")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument(
+        "--profile-render",
+        type=int,
+        metavar="N",
+        help="only profile N in-process renders of the all-resources project",
+    )
     args = parser.parse_args(argv)
+    if args.profile_render:
+        profile_renders(args.profile_render)
+        return
     keys = registry_keys()
     cuts = [keys[:6], keys[:7], keys] if args.growth else [keys]
     results = []

@@ -24,6 +24,7 @@ from tests.matrix import (
     ROOT,
     CheckLedger,
     Combination,
+    family_of,
     full_matrix,
     parse_shard,
     registry_keys,
@@ -119,14 +120,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def matrix_scope(nodeid: str) -> str:
-    """The unit of scheduling of a test: its combination, or the test alone.
+    """The unit of scheduling of a test: its combination's family, or the test alone.
 
     Every test of ``tests/test_matrix.py`` takes one combination, whose id pytest
-    puts in brackets at the end of the test's id; the tests of one combination go
-    to one worker, back to back, and share its render.
+    puts in brackets at the end of the test's id.  The tests of a combination and
+    of its docs twin (``Combination.family``) go to one worker, back to back: each
+    combination's tests share one render, and the twin finds the checks they
+    share in the ledger instead of running them at the same time on the other
+    worker.
     """
     if nodeid.startswith("tests/test_matrix.py::") and nodeid.endswith("]") and "[" in nodeid:
-        return "combination " + nodeid[nodeid.index("[") + 1 : -1]
+        return "combinations " + family_of(nodeid[nodeid.index("[") + 1 : -1])
     return nodeid
 
 
@@ -156,7 +160,7 @@ def _combo_of(item: pytest.Item) -> Combination | None:
 
 def _unit_of(item: pytest.Item) -> str:
     combo = _combo_of(item)
-    return f"combination {combo.id}" if combo is not None else item.nodeid
+    return f"combinations {combo.family}" if combo is not None else item.nodeid
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -243,6 +247,22 @@ def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mypy-cache")
 
 
+@pytest.fixture(scope="session")
+def mypy_caches(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Combination], Path]:
+    """One mypy cache per worker and family of modules: sync or async, and floor.
+
+    A resource module has one text per ``async_support`` and the floor is mypy's
+    ``python_version``: with one cache, a sync run after an async one re-checked
+    every module.  Apart, each run re-checks only what its subset changes.
+    """
+    root = tmp_path_factory.mktemp("mypy-caches")
+
+    def _cache(combo: Combination) -> Path:
+        return root / f"{'async' if combo.async_support else 'sync'}-{combo.python_min}"
+
+    return _cache
+
+
 def tool_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
     # This environment's own plugins (pytest-copie, xdist) stay out of the generated
@@ -300,6 +320,31 @@ def run_tool() -> Callable[..., subprocess.CompletedProcess[str]]:
     return _run
 
 
+def dev_environment(found: Path, project: Path, root: Path) -> Path:
+    """The Python of a virtual environment of *found* with *project*'s ``dev`` group.
+
+    Made once in *root* (under a lock, for xdist workers sharing it), and keyed by
+    the interpreter and the group's content, so a project never runs with another
+    group's packages.
+    """
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    group = sorted(pyproject["dependency-groups"]["dev"])
+    digest = hashlib.sha256("\n".join([str(found), *group]).encode()).hexdigest()[:16]
+    venv = root / f"venv-{version_of(found)}-{digest}"
+    python = venv / "bin" / "python"
+    with (root / f"{venv.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / "ready").exists():
+            uv = os.environ.get("UV") or shutil.which("uv") or str(BIN / "uv")
+            for command in (
+                [uv, "venv", "--quiet", "--python", str(found), str(venv)],
+                [uv, "pip", "install", "--quiet", "--python", str(python), *group],
+            ):
+                subprocess.run(command, check=True, capture_output=True, timeout=600)
+            (venv / "ready").write_text("ready\n", encoding="utf-8")
+    return python
+
+
 @pytest.fixture(scope="session")
 def suite_python(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Combination, Path], Path]:
     """The interpreter that runs a combination's own suite, with its dev group installed.
@@ -318,22 +363,7 @@ def suite_python(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Combinat
             raise AssertionError(f"no Python {combo.python_min} here")
         if found == Path(sys.executable):
             return found
-        pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
-        group = sorted(pyproject["dependency-groups"]["dev"])
-        digest = hashlib.sha256("\n".join([str(found), *group]).encode()).hexdigest()[:16]
-        venv = root / f"venv-{combo.python_min}-{digest}"
-        python = venv / "bin" / "python"
-        with (root / f"{venv.name}.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not (venv / "ready").exists():
-                uv = os.environ.get("UV") or shutil.which("uv") or str(BIN / "uv")
-                for command in (
-                    [uv, "venv", "--quiet", "--python", str(found), str(venv)],
-                    [uv, "pip", "install", "--quiet", "--python", str(python), *group],
-                ):
-                    subprocess.run(command, check=True, capture_output=True, timeout=600)
-                (venv / "ready").write_text("ready\n", encoding="utf-8")
-        return python
+        return dev_environment(found, project, root)
 
     return _python
 

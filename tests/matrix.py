@@ -64,6 +64,16 @@ class Combination:
         return "-".join(parts)
 
     @property
+    def family(self) -> str:
+        """The id without the docs answer: the two share every Python file.
+
+        The docs answer adds pages and ``mkdocs.yml`` and changes no file that
+        ruff, mypy or pytest reads, so a combination and its docs twin share those
+        checks; run one after the other on one worker, the second finds them done.
+        """
+        return family_of(self.id)
+
+    @property
     def python(self) -> Path | None:
         """The interpreter that runs this project's suite: its floor, if installed.
 
@@ -82,6 +92,14 @@ class Combination:
             "license": self.license,
             "python_min": self.python_min,
         }
+
+
+def family_of(combination_id: str) -> str:
+    """``file+lock-async-docs-py3.12`` as ``file+lock-async-py3.12`` (``Combination.family``)."""
+    parts = combination_id.split("-")
+    if len(parts) < 3 or parts[2] not in ("docs", "nodocs"):
+        raise ValueError(f"not a combination id: {combination_id!r}")
+    return "-".join(parts[:2] + parts[3:])
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

@@ -9,7 +9,7 @@ resource module's own test file, ``test_helpers.py`` for ``helpers``,
 (``_resource``), which all classes share.  A mutant is *caught* when the tests
 fail (or hang past the timeout).
 
-    uv run python -m tests.mutation_check [--only MODULE] [--timeout 120]
+    uv run python -m tests.mutation_check [--only MODULE] [--timeout 120] [--python 3.12]
 
 Prints one line per mutant and a summary; exits 1 if any mutant survived.  Not part
 of the default test run: it takes a few minutes per resource.
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import copier
 
-from tests.conftest import run_in
-from tests.matrix import PACKAGE, ROOT, registry
+from tests.conftest import dev_environment, run_in
+from tests.matrix import PACKAGE, ROOT, RUNTIME_PYTHON, find_python, registry
 
 RELEASE_METHODS = frozenset(
     {
@@ -134,7 +134,7 @@ def mutants_of(module: str, source: str) -> list[Mutant]:
     return found
 
 
-def render(destination: Path) -> Path:
+def render(destination: Path, python_min: str = "3.11") -> Path:
     copier.run_copy(
         str(ROOT),
         destination,
@@ -143,6 +143,7 @@ def render(destination: Path) -> Path:
             "resources": [resource.key for resource in registry.RESOURCES],
             "async_support": True,
             "docs": False,
+            "python_min": python_min,
         },
         defaults=True,
         unsafe=True,
@@ -163,9 +164,11 @@ def tests_of(module: str) -> list[str]:
     return [f"tests/test_{module}.py"]
 
 
-def run_tests(project: Path, module: str, timeout: float, *, baseline: bool = False) -> str:
+def run_tests(
+    project: Path, module: str, timeout: float, *, python: Path, baseline: bool = False
+) -> str:
     command = [
-        sys.executable,
+        str(python),
         "-m",
         "pytest",
         "-x",
@@ -190,16 +193,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", help="module name (repeatable)")
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument(
+        "--python",
+        default=RUNTIME_PYTHON,
+        help="the project's python_min, and the Python its tests run on "
+        "(default: this one; 3.12 reaches sqlite's autocommit and rmtree's onexc branches)",
+    )
     options = parser.parse_args()
+    found = find_python(options.python)
+    if found is None:
+        parser.error(f"no Python {options.python} on this machine")
     with tempfile.TemporaryDirectory() as temp:
-        project = render(Path(temp) / "project")
+        project = render(Path(temp) / "project", options.python)
+        python = found
+        if found != Path(sys.executable):
+            python = dev_environment(found, project, Path(temp))
         src = project / "src" / PACKAGE
         modules = options.only or [
             *(resource.module for resource in registry.RESOURCES),
             *CORE_MODULES,
         ]
         for module in modules:
-            run_tests(project, module, options.timeout, baseline=True)
+            run_tests(project, module, options.timeout, python=python, baseline=True)
         totals: dict[str, int] = {}
         survivors = []
         for module in modules:
@@ -208,7 +223,7 @@ def main() -> int:
             for mutant in mutants_of(module, original):
                 path.write_text(mutant.source, encoding="utf-8")
                 started = time.monotonic()
-                outcome = run_tests(project, module, options.timeout)
+                outcome = run_tests(project, module, options.timeout, python=python)
                 elapsed = time.monotonic() - started
                 path.write_text(original, encoding="utf-8")
                 shutil.rmtree(project / "tests" / "__pycache__", ignore_errors=True)

@@ -92,14 +92,14 @@ def test_types_strict(
     render: Render,
     run_preloaded: RunTool,
     ledger: CheckLedger,
-    mypy_cache: Path,
+    mypy_caches: Callable[[Combination], Path],
 ) -> None:
     """``mypy --strict`` once per distinct set of inputs (``mypy_key``)."""
     project = render(combo)
     key = mypy_key(project)
     if ledger.passed("mypy", key):
         return
-    run_preloaded(project, "mypy", "--cache-dir", str(mypy_cache))
+    run_preloaded(project, "mypy", "--cache-dir", str(mypy_caches(combo)))
     ledger.record("mypy", key)
 
 

@@ -99,3 +99,19 @@ def test_docs_workflow_builds_strictly_and_only_deploy_writes() -> None:
     }
     assert writers == {"deploy:pages", "deploy:id-token"}
     assert loaded["jobs"]["deploy"]["environment"]["name"] == "github-pages"
+
+
+def test_tests_workflow_runs_the_whole_run_in_shards() -> None:
+    """The shards are 1..N of the same N, each running README's command with ``--shard``."""
+    loaded = _load((WORKFLOWS / "tests.yml").read_text(encoding="utf-8"))
+    jobs = loaded["jobs"]
+    shards = jobs["full"]["strategy"]["matrix"]["shard"]
+    assert shards == list(range(1, len(shards) + 1))
+    runs = [step.get("run", "") for step in jobs["full"]["steps"]]
+    assert f'python3 -m uv run pytest --shard "${{SHARD}}/{len(shards)}"' in runs
+    assert "python3 -m uv run pytest" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    quick = [step.get("run", "") for step in jobs["quick"]["steps"]]
+    assert 'python3 -m uv run pytest -m "not slow"' in quick
+    mutation = [step.get("run", "") for step in jobs["mutation"]["steps"]]
+    assert "python3 -m uv run python -m tests.mutation_check" in mutation
+    assert "schedule" in loaded["on"]
