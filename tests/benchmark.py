@@ -6,8 +6,8 @@
 Each run is ``pytest tests/test_matrix.py`` in a process of its own, from an empty
 ledger, with the workers given by ``-n`` (default 2).  It prints the combinations,
 the distinct checks run per kind (the ledger's records), wall time, CPU time of
-the whole process tree, its peak memory (the sum of the resident sizes of every
-process of the run, sampled every 0.2 s), and the wall time each kind of work
+the whole process tree, its peak memory (the sum of the proportional set sizes
+of every process of the run, sampled every 0.2 s), and the wall time each kind of work
 took, summed over workers.  Timings are for reading, never for asserting: the
 figures of one run are compared with each other.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import itertools
 import json
 import os
@@ -34,14 +35,56 @@ import psutil
 from tests.matrix import ROOT, full_matrix, registry_keys, sample_matrix
 
 
-def _tree_rss(process: psutil.Process) -> int:
-    total = 0
-    for member in [process, *process.children(recursive=True)]:
+def _proportional_size(process: psutil.Process) -> int:
+    """Its proportional set size: shared pages count once over all who share them.
+
+    A fork shares its pages with its parent, so adding resident sizes would count
+    the preloaded servers' pages once per child.
+    """
+    try:
+        with open(f"/proc/{process.pid}/smaps_rollup", encoding="ascii") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(process.memory_info().rss)
+    except psutil.Error:
+        return 0
+
+
+def _tree_memory(process: psutil.Process) -> int:
+    try:
+        members = [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    return sum(_proportional_size(member) for member in members)
+
+
+def _adopt_orphans() -> None:
+    """Become the subreaper of the run (Linux): its orphans' CPU time is then ours.
+
+    ``RUSAGE_CHILDREN`` counts only descendants that were waited for; a process
+    whose parent ended first (multiprocessing's forkserver, for one) would go to
+    init with its CPU time.  As subreaper, this process adopts and reaps them.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_child_subreaper = 36
+    if libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def _reap_orphans(keep: int) -> None:
+    """Wait for every adopted orphan that has ended (never for *keep*, the run)."""
+    while True:
         try:
-            total += member.memory_info().rss
-        except psutil.Error:
-            continue
-    return total
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if info is None or info.si_pid == keep:
+            return
+        os.waitpid(info.si_pid, 0)
 
 
 def _children_cpu() -> float:
@@ -94,7 +137,8 @@ def run_matrix(keys: tuple[str, ...], workers: str, sample: bool) -> Figures:
         def sample_memory() -> None:
             nonlocal peak
             while not done.wait(0.2):
-                peak = max(peak, _tree_rss(watched))
+                peak = max(peak, _tree_memory(watched))
+                _reap_orphans(keep=process.pid)
 
         sampler = threading.Thread(target=sample_memory, daemon=True)
         sampler.start()
@@ -102,6 +146,14 @@ def run_matrix(keys: tuple[str, ...], workers: str, sample: bool) -> Figures:
         wall = time.perf_counter() - start
         done.set()
         sampler.join()
+        deadline = time.monotonic() + 10  # orphans still ending: wait for them a while
+        while time.monotonic() < deadline:
+            _reap_orphans(keep=process.pid)
+            try:
+                os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                break
+            time.sleep(0.1)
         cpu = _children_cpu() - cpu_before
         summary = output.strip().splitlines()[-1] if output.strip() else ""
         if process.returncode != 0:
@@ -220,6 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.profile_render:
         profile_renders(args.profile_render)
         return
+    _adopt_orphans()
     keys = registry_keys()
     cuts = [keys[:6], keys[:7], keys] if args.growth else [keys]
     results = []

@@ -407,6 +407,10 @@ def _top_level_imports(tree: ast.Module) -> set[str]:
     return names
 
 
+SOURCES = (".py", ".pyi")
+"""What ruff lints and formats (besides ``pyproject.toml``), and what makes a name first-party."""
+
+
 def ruff_keys(project: Path) -> dict[str, str]:
     """Key every file ``ruff check`` and ``ruff format`` read, each on its own.
 
@@ -424,14 +428,15 @@ def ruff_keys(project: Path) -> dict[str, str]:
     settings = repr(tomllib.loads(pyproject_text)["tool"]["ruff"])
     roots = [project / name for name in ("src", "tests")]
     keys = {"pyproject.toml": digest("pyproject.toml", pyproject_text, settings)}
-    for path in sorted(project.rglob("*.py")):
+    for path in sorted(p for end in SOURCES for p in project.rglob(f"*{end}")):
         name = path.relative_to(project).as_posix()
         source = path.read_bytes()
         first_party = sorted(
             f"{root.name}/{module}"
             for module in _top_level_imports(ast.parse(source))
             for root in roots
-            if (root / module).is_dir() or (root / f"{module}.py").is_file()
+            if (root / module).is_dir()
+            or any((root / f"{module}{end}").is_file() for end in SOURCES)
         )
         packages = [
             folder.relative_to(project).as_posix()

@@ -24,11 +24,13 @@ import contextlib
 import importlib
 import json
 import os
+import runpy
 import select
 import signal
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 GENERATED_PYTEST_PLUGINS = ("pytest_cov.plugin", "pytest_timeout", "_hypothesis_pytestplugin")
@@ -55,19 +57,36 @@ def preload(tools: list[str]) -> None:
 
 
 def _run_tool(tool: str, args: list[str]) -> None:
-    """Run *tool* in this (child) process; it ends by raising ``SystemExit``."""
-    if tool == "pytest":
-        import pytest
+    """Run *tool* in this (child) process as ``python -m TOOL ARGS`` does.
 
-        sys.argv = [pytest.__file__, *args]
-        raise SystemExit(pytest.console_main())
-    if tool == "mypy":
-        import mypy.main
+    ``runpy`` runs the tool's ``__main__`` module as ``-m`` would: as
+    ``__main__``, with ``sys.argv[0]`` its file.  A process the run starts with
+    multiprocessing's spawn or forkserver sees that ``__main__``, not this file.
+    The tool ends the process (``SystemExit``, or mypy's ``os._exit`` after
+    flushing its output, as its console script does).
+    """
+    if tool not in ("pytest", "mypy"):
+        raise SystemExit(f"unknown tool {tool!r}")
+    sys.argv = [tool, *args]
+    runpy.run_module(tool, run_name="__main__", alter_sys=True)
+    raise SystemExit(0)
 
-        sys.argv = ["mypy", *args]
-        mypy.main.main(args=args, clean_exit=True)
-        raise SystemExit(0)
-    raise SystemExit(f"unknown tool {tool!r}")
+
+def _home_of_hypothesis() -> None:
+    """Point hypothesis' storage folder where a fresh run would: the project's.
+
+    Hypothesis takes ``Path.cwd() / ".hypothesis"`` as its default when it is
+    imported, which happened in the server's folder.
+    """
+    configuration = sys.modules.get("hypothesis.configuration")
+    if configuration is None:
+        return
+    default, resolved = "__hypothesis_home_directory_default", "__hypothesis_home_directory"
+    for name in (default, resolved):
+        if not hasattr(configuration, name):
+            raise RuntimeError(f"hypothesis.configuration has no {name}: revisit preloaded.py")
+    setattr(configuration, default, Path.cwd() / ".hypothesis")
+    setattr(configuration, resolved, None)  # resolved again on first use, from the above
 
 
 def _child(request: dict[str, Any], output: str) -> None:
@@ -82,8 +101,9 @@ def _child(request: dict[str, Any], output: str) -> None:
     os.dup2(out, 2)
     os.close(out)
     os.chdir(request["cwd"])
-    # ``python -m pytest`` puts the working folder first on sys.path.
+    # ``python -m`` puts the working folder first on sys.path.
     sys.path[0] = os.getcwd()
+    _home_of_hypothesis()
     _run_tool(request["tool"], list(request["args"]))
 
 

@@ -21,12 +21,19 @@ quarter starting ``git config core.fileMode`` once per rendered file.  Inside
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import functools
+import hashlib
+import inspect
+import re
 import stat
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
+import jinja2.ext
 from copier import _main as copier_main
 
 if TYPE_CHECKING:
@@ -34,36 +41,94 @@ if TYPE_CHECKING:
 
 _plain_compile: Any = jinja2.Environment.compile
 _compiled: dict[tuple[Any, ...], Any] = {}
+_settings: weakref.WeakKeyDictionary[jinja2.Environment, tuple[Any, ...]] = (
+    weakref.WeakKeyDictionary()
+)
+COMPILES: collections.Counter[str] = collections.Counter()
+"""``memoised`` and ``compiled`` compiles in this process: the memo's hits and misses."""
+
+
+@functools.cache
+def _file_digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _fingerprint(function: Any) -> tuple[Any, ...]:
+    """Identify a filter or test by what it does, not by the object.
+
+    Copier and the template's extension make new function objects for every
+    environment.  The code generator reads a filter's ``pass_context`` family
+    marker, and the optimiser calls a filter on constant arguments while
+    compiling, so both the marker and the code (the source file it comes from)
+    are part of the fingerprint.
+    """
+    if isinstance(function, functools.partial):
+        return ("partial", _fingerprint(function.func), len(function.args), *function.keywords)
+    marker = getattr(function, "jinja_pass_arg", None)
+    module = getattr(function, "__module__", None)
+    qualname = getattr(function, "__qualname__", type(function).__qualname__)
+    try:
+        source = inspect.getsourcefile(function)
+    except TypeError:  # a builtin
+        source = None
+    return (marker, module, qualname, _file_digest(source) if source else None)
 
 
 def compile_settings(env: jinja2.Environment) -> tuple[Any, ...]:
-    """Everything of *env* that the lexer, parser and code generator read."""
-    return (
-        type(env),
-        env.block_start_string,
-        env.block_end_string,
-        env.variable_start_string,
-        env.variable_end_string,
-        env.comment_start_string,
-        env.comment_end_string,
-        env.line_statement_prefix,
-        env.line_comment_prefix,
-        env.trim_blocks,
-        env.lstrip_blocks,
-        env.newline_sequence,
-        env.keep_trailing_newline,
-        env.optimized,
-        env.autoescape if not callable(env.autoescape) else id(env.autoescape),
-        env.is_async,
-        env.code_generator_class,
-        env.context_class,
-        tuple((type(ext).__module__, type(ext).__qualname__) for ext in env.iter_extensions()),
-        env.finalize,
-        tuple(sorted((name, repr(value)) for name, value in env.policies.items())),
-        # The compiler refuses unknown filters and tests: their names are read too.
-        frozenset(env.filters),
-        frozenset(env.tests),
-    )
+    """Everything of *env* that the lexer, parser, optimiser and code generator read.
+
+    The context class is left out on purpose: the compiler never reads it, and
+    ``copier_template_extensions`` makes a new one for every environment.
+    """
+    if env not in _settings:
+        _settings[env] = (
+            type(env),
+            env.block_start_string,
+            env.block_end_string,
+            env.variable_start_string,
+            env.variable_end_string,
+            env.comment_start_string,
+            env.comment_end_string,
+            env.line_statement_prefix,
+            env.line_comment_prefix,
+            env.trim_blocks,
+            env.lstrip_blocks,
+            env.newline_sequence,
+            env.keep_trailing_newline,
+            env.optimized,
+            env.autoescape if not callable(env.autoescape) else _fingerprint(env.autoescape),
+            env.is_async,
+            env.code_generator_class,
+            tuple(
+                (type(ext).__module__, type(ext).__qualname__, ext.priority)
+                for ext in env.iter_extensions()
+            ),
+            _fingerprint(env.finalize) if env.finalize is not None else None,
+            tuple(sorted((name, repr(value)) for name, value in env.policies.items())),
+            tuple(sorted((name, _fingerprint(f)) for name, f in env.filters.items())),
+            tuple(sorted((name, _fingerprint(t)) for name, t in env.tests.items())),
+        )
+    return _settings[env]
+
+
+def _has_side_effects(env: jinja2.Environment, source: str) -> bool:
+    """Would compiling *source* do more than return code (an extension's tag or stream)?
+
+    Copier's ``{% yield %}`` tag records its loop on the environment while it is
+    parsed: a source that uses an extension's tag, or any source when an
+    extension filters the token stream or line statements are on, is compiled
+    every time, as without the memo.
+    """
+    extensions = list(env.iter_extensions())
+    if env.line_statement_prefix is not None or any(
+        type(ext).filter_stream is not jinja2.ext.Extension.filter_stream for ext in extensions
+    ):
+        return True
+    tags = [tag for ext in extensions for tag in ext.tags]
+    if not tags:
+        return False
+    opening = re.escape(env.block_start_string) + r"[-+]?\s*(?:" + "|".join(tags) + r")\b"
+    return re.search(opening, source) is not None
 
 
 def _memoised_compile(
@@ -76,12 +141,20 @@ def _memoised_compile(
 ) -> Any:
     if not isinstance(source, str):
         return _plain_compile(self, source, name, filename, raw, defer_init)
-    key = (compile_settings(self), source, name, filename, raw, defer_init)
-    try:
+    # The extensions' preprocess hooks run on every compile, as they would without
+    # the memo (copier's resets its yield state there; it does nothing else), and
+    # what they return is what gets lexed: that is the key.
+    lexed = self.preprocess(source, name, filename)
+    if _has_side_effects(self, lexed):
+        COMPILES["compiled"] += 1
+        return _plain_compile(self, source, name, filename, raw, defer_init)
+    key = (compile_settings(self), lexed, name, filename, raw, defer_init)
+    if key in _compiled:
+        COMPILES["memoised"] += 1
         return _compiled[key]
-    except KeyError:
-        code = _compiled[key] = _plain_compile(self, source, name, filename, raw, defer_init)
-        return code
+    COMPILES["compiled"] += 1
+    code = _compiled[key] = _plain_compile(self, source, name, filename, raw, defer_init)
+    return code
 
 
 def _skip_git_index_sync(self: Any, dst_relpath: Path, src_mode: int) -> None:

@@ -25,7 +25,7 @@ from tests.matrix import (
     registry,
     ruff_keys,
 )
-from tests.rendering import fast_rendering, tree_of
+from tests.rendering import COMPILES, fast_rendering, tree_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -62,7 +62,10 @@ def test_fast_render_is_the_plain_render(
     plain = _render(template_snapshot, compared, tmp_path / "plain")
     with fast_rendering():
         fast = _render(template_snapshot, compared, tmp_path / "fast")
-        again = _render(template_snapshot, compared, tmp_path / "again")  # from the memo
+        before = COMPILES.copy()
+        again = _render(template_snapshot, compared, tmp_path / "again")
+    assert COMPILES["compiled"] == before["compiled"], "the second render compiled again"
+    assert COMPILES["memoised"] > before["memoised"] + 100, "the second render used the memo"
     assert tree_of(fast) == tree_of(plain)
     assert tree_of(again) == tree_of(plain)
     # Copier's git index sync is a no-op outside a work tree, where the matrix renders.
@@ -83,12 +86,39 @@ def test_memoised_compile_tells_sources_apart(template_snapshot: Path, tmp_path:
     with fast_rendering():
         before = _render(template_snapshot, combo, tmp_path / "before")
         readme.write_text(original + "\nAn added line: {{ package_name }}.\n", encoding="utf-8")
+        compiled = COMPILES["compiled"]
         try:
             after = _render(template_snapshot, combo, tmp_path / "after")
         finally:
             readme.write_text(original, encoding="utf-8")
+    assert COMPILES["compiled"] == compiled + 1, "only the changed README compiled again"
     assert "An added line" not in (before / "README.md").read_text(encoding="utf-8")
     assert f"An added line: {PACKAGE}." in (after / "README.md").read_text(encoding="utf-8")
+
+
+YIELD_TEMPLATE = {
+    "copier.yml": "items:\n  type: yaml\n  default: '[a, b]'\n",
+    "{% yield item from items %}{{ item }}{% endyield %}.txt.jinja": "{{ item }}\n",
+    "{% yield other from items %}other-{{ other }}{% endyield %}.txt.jinja": "{{ other }}\n",
+}
+
+
+def test_extension_tags_are_parsed_every_time(tmp_path: Path) -> None:
+    """Copier's ``{% yield %}`` keeps state while parsing: such sources skip the memo."""
+    template = tmp_path / "template"
+    template.mkdir()
+    for name, text in YIELD_TEMPLATE.items():
+        (template / name).write_text(text, encoding="utf-8")
+
+    def render(destination: Path) -> dict[str, tuple[bytes, int]]:
+        copier.run_copy(str(template), str(destination), defaults=True, quiet=True)
+        return tree_of(destination)
+
+    plain = render(tmp_path / "plain")
+    assert set(plain) >= {"a.txt", "b.txt", "other-a.txt", "other-b.txt"}
+    with fast_rendering():
+        assert render(tmp_path / "fast") == plain
+        assert render(tmp_path / "again") == plain
 
 
 FAILING_TESTS = """\
@@ -112,6 +142,19 @@ def test_warns() -> None:
 @pytest.mark.skip(reason="skipped on purpose")
 def test_skipped() -> None:
     pass
+
+
+def test_runs_where_a_fresh_interpreter_runs() -> None:
+    import sys
+    from pathlib import Path
+
+    from hypothesis.configuration import storage_directory
+
+    home = storage_directory(intent_to_write=False).home_directory
+    assert home == Path.cwd() / ".hypothesis"
+    assert sys.modules["__main__"].__spec__.name == "pytest.__main__"
+    assert sys.argv[0].endswith("__main__.py")
+    assert str(Path.cwd()) in sys.path
 """
 
 
@@ -137,6 +180,9 @@ def test_preloaded_pytest_reports_what_a_fresh_interpreter_reports(
     assert "FAILED tests/test_outcomes.py::test_fails" in fresh_outcomes
     assert "FAILED tests/test_outcomes.py::test_warns" in fresh_outcomes
     assert sum(line.startswith("PASSED tests/test_files.py") for line in fresh_outcomes) > 10
+    assert (
+        "PASSED tests/test_outcomes.py::test_runs_where_a_fresh_interpreter_runs" in fresh_outcomes
+    )
     assert _outcomes(str(failed.value)) == fresh_outcomes
 
 

@@ -16,6 +16,7 @@ import yaml
 from tests.matrix import (
     AUDITED_FILES,
     PACKAGE,
+    SOURCES,
     ZIZMOR_AUDITED,
     Combination,
     audit_keys,
@@ -80,7 +81,7 @@ def test_lint_and_format(
     if not pending:
         return
     run_tool(project, "ruff", "check", "--no-cache", *pending)
-    python_files = [name for name in pending if name.endswith(".py")]
+    python_files = [name for name in pending if name.endswith(SOURCES)]
     if python_files:
         run_tool(project, "ruff", "format", "--no-cache", "--check", *python_files)
     for name in pending:

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.matrix import ROOT, full_matrix, parse_shard, registry_keys, sample_matrix, shard_of
+from tests.matrix import (
+    ROOT,
+    family_of,
+    full_matrix,
+    parse_shard,
+    registry_keys,
+    sample_matrix,
+    shard_of,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -69,7 +77,7 @@ def test_shards_of_a_collection_are_disjoint_and_complete() -> None:
 
 @pytest.mark.slow
 def test_each_combination_runs_on_one_worker(tmp_path: Path) -> None:
-    """The tests of a combination share one worker and one render (``matrix_scope``)."""
+    """A combination and its docs twin run on one worker, one render each (``matrix_scope``)."""
     timings = tmp_path / "timings"
     timings.mkdir()
     command = [sys.executable, "-m", "pytest", "tests/test_matrix.py", "-n", "2", "-v"]
@@ -86,9 +94,9 @@ def test_each_combination_runs_on_one_worker(tmp_path: Path) -> None:
     for line in result.stdout.splitlines():
         found = re.match(r"\[(gw\d+)\].* PASSED tests/test_matrix.py::\w+\[(.+)\]", line)
         if found:
-            workers.setdefault(found[2], set()).add(found[1])
+            workers.setdefault(family_of(found[2]), set()).add(found[1])
     combos = sample_matrix(("lock", "tempdir"))
-    assert set(workers) == {combo.id for combo in combos}
+    assert set(workers) == {combo.family for combo in combos}
     assert all(len(names) == 1 for names in workers.values()), workers
     assert len({name for names in workers.values() for name in names}) == 2, "both workers ran"
     renders = sum(json.loads(p.read_text())["render"][1] for p in timings.glob("*.json"))
