@@ -4,27 +4,75 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
+import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.matrix import ROOT, CheckLedger, Combination, full_matrix, sample_matrix
+from tests.matrix import (
+    ROOT,
+    CheckLedger,
+    Combination,
+    full_matrix,
+    parse_shard,
+    registry_keys,
+    sample_matrix,
+    shard_of,
+)
+from tests.preloaded import GENERATED_PYTEST_PLUGINS
+from tests.rendering import fast_rendering
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from pytest_copie.plugin import Copie
 
 BIN = Path(sys.executable).parent
 TEMPLATE_PARTS = ("copier.yml", "template", "extensions")
+
+
+SPENT: dict[str, list[float]] = {}
+"""Per kind of work (a render, each tool): seconds spent and runs, in this process."""
+
+
+@contextlib.contextmanager
+def spent(kind: str) -> Iterator[None]:
+    """Add the block's wall time to ``SPENT[kind]``, for the matrix benchmark."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        total = SPENT.setdefault(kind, [0.0, 0])
+        total[0] += time.perf_counter() - start
+        total[1] += 1
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Leave ``SPENT`` in ``$MATRIX_TIMINGS`` (set by ``tests/benchmark.py``)."""
+    folder = os.environ.get("MATRIX_TIMINGS")
+    if folder and SPENT:
+        name = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        Path(folder, f"{name}.json").write_text(json.dumps(SPENT), encoding="utf-8")
+
+
+@functools.cache
+def version_of(python: Path) -> str:
+    """``3.12`` for an interpreter of Python 3.12."""
+    if python == Path(sys.executable):
+        return f"{sys.version_info.major}.{sys.version_info.minor}"
+    code = "import sys; print(*sys.version_info[:2], sep='.')"
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True).stdout.strip()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,15 +83,69 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="full: every combination of answers (the default, what CI runs); "
         "sample: no resource, each resource alone, all resources, and the other choices",
     )
+    parser.addoption(
+        "--matrix-keys",
+        default=None,
+        help="comma-separated resource keys: the matrix of these resources only "
+        "(the benchmark's registry cut); default: every resource of the registry",
+    )
+    parser.addoption(
+        "--shard",
+        default=None,
+        help="I/N: run the I-th of N disjoint shards of the selected tests (a "
+        "combination's tests stay together); the N shards together are the whole run",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for option, check in (("--shard", parse_shard), ("--matrix-keys", registry_keys)):
+        value = config.getoption(option)
+        if value is not None:
+            try:
+                check(value)
+            except ValueError as error:
+                raise pytest.UsageError(str(error)) from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "combo" in metafunc.fixturenames:
-        matrix = full_matrix() if metafunc.config.getoption("matrix") == "full" else sample_matrix()
+        keys = registry_keys(metafunc.config.getoption("matrix_keys"))
+        full = metafunc.config.getoption("matrix") == "full"
+        matrix = full_matrix(keys) if full else sample_matrix(keys)
         metafunc.parametrize(
             "combo",
-            [pytest.param(c, id=c.id, marks=pytest.mark.xdist_group(c.id)) for c in matrix],
+            [pytest.param(c, id=c.id) for c in matrix],
         )
+
+
+def matrix_scope(nodeid: str) -> str:
+    """The unit of scheduling of a test: its combination, or the test alone.
+
+    Every test of ``tests/test_matrix.py`` takes one combination, whose id pytest
+    puts in brackets at the end of the test's id; the tests of one combination go
+    to one worker, back to back, and share its render.
+    """
+    if nodeid.startswith("tests/test_matrix.py::") and nodeid.endswith("]") and "[" in nodeid:
+        return "combination " + nodeid[nodeid.index("[") + 1 : -1]
+    return nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Schedule whole combinations (``matrix_scope``) with xdist's load-scope scheduler.
+
+    xdist's own grouping (``--dist loadgroup`` with ``xdist_group`` marks) does not
+    group anything with pytest 9.2, whose node ids no longer come from the
+    attribute xdist 3.8 rewrites: each combination was rendered by both workers.
+    ``test_each_combination_runs_on_one_worker`` checks the grouping.
+    """
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class CombinationScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return matrix_scope(nodeid)
+
+    return CombinationScheduling(config, log)
 
 
 def _combo_of(item: pytest.Item) -> Combination | None:
@@ -52,8 +154,16 @@ def _combo_of(item: pytest.Item) -> Combination | None:
     return combo if isinstance(combo, Combination) else None
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the tests of one combination back to back, so they share one render."""
+def _unit_of(item: pytest.Item) -> str:
+    combo = _combo_of(item)
+    return f"combination {combo.id}" if combo is not None else item.nodeid
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the tests of one combination back to back, so they share one render.
+
+    With ``--shard I/N``, keep the I-th of N shards (``shard_of``).
+    """
     order: dict[Combination, int] = {}
     for item in items:
         combo = _combo_of(item)
@@ -65,6 +175,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return -1 if combo is None else order[combo]
 
     items.sort(key=position)
+    if config.getoption("shard") is not None:
+        index, count = parse_shard(config.getoption("shard"))
+        shards = shard_of([_unit_of(item) for item in items], count)
+        kept = [item for item in items if shards[_unit_of(item)] == index]
+        left = [item for item in items if shards[_unit_of(item)] != index]
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
 
 
 def _shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -107,9 +224,10 @@ def render(copie_session: Copie, template_snapshot: Path) -> Callable[[Combinati
 
     def _render(combo: Combination) -> Path:
         if combo not in cache:
-            result = copie_session.copy(
-                extra_answers=combo.answers(), template_dir=template_snapshot
-            )
+            with fast_rendering(), spent("render"):
+                result = copie_session.copy(
+                    extra_answers=combo.answers(), template_dir=template_snapshot
+                )
             if result.exit_code != 0 or result.project_dir is None:
                 raise AssertionError(f"render of {combo.id} failed: {result.exception!r}")
             cache.clear()  # the group's tests run back to back: keep one render
@@ -123,10 +241,6 @@ def render(copie_session: Copie, template_snapshot: Path) -> Callable[[Combinati
 def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One mypy cache per worker: incremental runs re-check only changed modules."""
     return tmp_path_factory.mktemp("mypy-cache")
-
-
-GENERATED_PYTEST_PLUGINS = ("pytest_cov.plugin", "pytest_timeout", "_hypothesis_pytestplugin")
-"""The pytest plugins of the generated projects' dev group, loaded by name below."""
 
 
 def tool_env() -> dict[str, str]:
@@ -173,7 +287,8 @@ def run_tool() -> Callable[..., subprocess.CompletedProcess[str]]:
     ) -> subprocess.CompletedProcess[str]:
         interpreter = str(python or sys.executable)
         command = [str(BIN / tool), *args] if tool != "python" else [interpreter, *args]
-        result = run_in(project, command, timeout)
+        with spent(Path(tool).name if tool != "python" else "python"):
+            result = run_in(project, command, timeout)
         if result.returncode != 0:
             pytest.fail(
                 f"{' '.join(command)} failed in {project} (exit {result.returncode}):\n"
@@ -221,3 +336,85 @@ def suite_python(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Combinat
         return python
 
     return _python
+
+
+class Preloaded:
+    """A ``tests/preloaded.py`` server of one interpreter, for this xdist worker."""
+
+    def __init__(self, python: Path, tools: tuple[str, ...]) -> None:
+        self.python = python
+        self.process = subprocess.Popen(
+            [str(python), str(ROOT / "tests" / "preloaded.py"), ",".join(tools)],
+            cwd=ROOT,
+            env=tool_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(
+        self, project: Path, tool: str, *args: str, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        """Run *tool* with *args* in *project*; stdout holds its merged output."""
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None
+        assert stdout is not None
+        request = {"tool": tool, "cwd": str(project), "args": list(args), "timeout": timeout}
+        stdin.write(json.dumps(request) + "\n")
+        stdin.flush()
+        ready, _, _ = select.select([stdout], [], [], timeout + 60)
+        line = stdout.readline() if ready else ""
+        if not line:
+            self.close()
+            raise AssertionError(f"the preloaded {self.python} did not answer {request}")
+        answer = json.loads(line)
+        output = Path(answer["output"])
+        text = output.read_text(encoding="utf-8", errors="replace")
+        output.unlink()
+        if answer["timed_out"]:
+            text += f"\n[killed after {timeout} s]"
+        return subprocess.CompletedProcess([tool, *args], answer["returncode"], text, "")
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+@pytest.fixture(scope="session")
+def run_preloaded() -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
+    """Run pytest or mypy in a project through a preloaded server; fail with its output.
+
+    One server per interpreter and xdist worker, started on first use.  mypy runs
+    on this environment's Python only (it checks each floor through its own
+    ``python_version`` setting); pytest on the interpreter the suite needs.
+    """
+    servers: dict[Path, Preloaded] = {}
+
+    def _run(
+        project: Path, tool: str, *args: str, python: Path | None = None, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        interpreter = python or Path(sys.executable)
+        if interpreter not in servers:
+            tools = ("pytest", "mypy") if interpreter == Path(sys.executable) else ("pytest",)
+            servers[interpreter] = Preloaded(interpreter, tools)
+        kind = tool if tool == "mypy" else f"{tool} (Python {version_of(interpreter)})"
+        with spent(kind):
+            result = servers[interpreter].run(project, tool, *args, timeout=timeout)
+        if result.returncode != 0:
+            pytest.fail(
+                f"{tool} {' '.join(args)} ({interpreter}, preloaded) failed in {project} "
+                f"(exit {result.returncode}):\n{result.stdout[-9000:]}",
+                pytrace=False,
+            )
+        return result
+
+    yield _run
+    for server in servers.values():
+        server.close()

@@ -126,9 +126,25 @@ def _other_choices(keys: tuple[str, ...]) -> list[Combination]:
     return combos
 
 
-def full_matrix() -> list[Combination]:
-    """Every subset of resources x async_support x docs, then the other choices."""
+def registry_keys(chosen: str | None = None) -> tuple[str, ...]:
+    """The registry's resource keys, or those named in *chosen* (``"file,sqlite"``).
+
+    A cut of the registry serves the benchmark that shows how the matrix grows
+    with each resource; the keys keep the registry's order.
+    """
     keys = tuple(resource.key for resource in registry.RESOURCES)
+    if chosen is None:
+        return keys
+    named = [key.strip() for key in chosen.split(",") if key.strip()]
+    unknown = sorted(set(named) - set(keys))
+    if unknown or not named:
+        raise ValueError(f"--matrix-keys: {unknown or chosen!r} not in the registry {keys}")
+    return tuple(key for key in keys if key in named)
+
+
+def full_matrix(keys: tuple[str, ...] | None = None) -> list[Combination]:
+    """Every subset of resources x async_support x docs, then the other choices."""
+    keys = keys if keys is not None else registry_keys()
     combos = [
         Combination(subset, async_support, docs)
         for subset in all_subsets(keys)
@@ -138,12 +154,30 @@ def full_matrix() -> list[Combination]:
     return combos + _other_choices(keys)
 
 
-def sample_matrix() -> list[Combination]:
+def sample_matrix(keys: tuple[str, ...] | None = None) -> list[Combination]:
     """The quick tier: no resource, each resource alone, and all of them."""
-    keys = tuple(resource.key for resource in registry.RESOURCES)
-    subsets = [(), *((key,) for key in keys), keys]
+    keys = keys if keys is not None else registry_keys()
+    subsets = list(dict.fromkeys([(), *((key,) for key in keys), keys]))
     combos = [Combination(s, a, d) for s in subsets for a in (False, True) for d in (False, True)]
     return _other_choices(keys) + combos
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"2/5"`` as ``(2, 5)``: the second of five shards."""
+    match = re.fullmatch(r"([1-9][0-9]*)/([1-9][0-9]*)", text.strip())
+    if match is None or int(match[1]) > int(match[2]):
+        raise ValueError(f"--shard {text!r}: expected I/N with 1 <= I <= N, such as 2/5")
+    return int(match[1]), int(match[2])
+
+
+def shard_of(units: list[str], count: int) -> dict[str, int]:
+    """Deal *units* (combination ids, then other test ids) to *count* shards in turn.
+
+    Every unit gets exactly one shard from 1 to *count*, whatever the count, so the
+    shards of one collection are disjoint and together hold all of it; the tests of
+    one combination are one unit, so no render is repeated in two shards.
+    """
+    return {unit: position % count + 1 for position, unit in enumerate(dict.fromkeys(units))}
 
 
 def expected_files(combo: Combination) -> set[str]:
@@ -166,6 +200,8 @@ def expected_files(combo: Combination) -> set[str]:
         "tests/test_update_leftovers.py",
     }
     files |= set(AUDITED_FILES) | {".github/pull_request_template.md"}
+    if not combo.docs:
+        files.discard(".github/workflows/docs.yml")
     files |= {f"src/{PACKAGE}/{module}.py" for module in registry.CORE_MODULES}
     files |= {"tests/test_helpers.py", "tests/test_testing.py"}
     if combo.resources:
@@ -173,7 +209,7 @@ def expected_files(combo: Combination) -> set[str]:
     if combo.license != "none":
         files.add("LICENSE")
     if combo.docs:
-        files |= {"mkdocs.yml", "docs/index.md", "docs/errors.md"}
+        files |= {"mkdocs.yml", "docs/index.md", "docs/errors.md", "overrides/main.html"}
         files |= {"docs/helpers.md", "docs/testing.md"}
         files |= {"docs/tutorial.md", "tests/test_docs_examples.py"}
     for key in combo.resources:
@@ -187,6 +223,7 @@ def expected_files(combo: Combination) -> set[str]:
 AUDITED_FILES: dict[str, str | None] = {
     ".github/workflows/ci.yml": "vendor.github-workflows",
     ".github/workflows/release.yml": "vendor.github-workflows",
+    ".github/workflows/docs.yml": "vendor.github-workflows",  # with docs only
     ".github/dependabot.yml": "vendor.dependabot",
     ".github/ISSUE_TEMPLATE/bug_report.yml": "vendor.github-issue-forms",
     ".github/ISSUE_TEMPLATE/feature_request.yml": "vendor.github-issue-forms",
@@ -215,6 +252,7 @@ def audit_keys(project: Path) -> dict[str, str]:
     return {
         name: digest(name, schema or "", (project / name).read_bytes())
         for name, schema in AUDITED_FILES.items()
+        if (project / name).is_file()
     }
 
 
@@ -235,6 +273,8 @@ def jinja_leftovers(project: Path) -> list[str]:
     """Lines that still look like Jinja (GitHub Actions ``${{ }}`` expressions excepted)."""
     found = []
     for name in sorted(project_files(project)):
+        if name.startswith("overrides/"):
+            continue  # the docs theme's own Jinja templates
         text = (project / name).read_text(encoding="utf-8")
         for number, line in enumerate(text.splitlines(), 1):
             if JINJA_LEFTOVER.search(_GHA_EXPRESSION.sub("", line)):
@@ -320,6 +360,71 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     return keys
 
 
+def mypy_key(project: Path) -> str:
+    """Key a project's ``mypy --strict`` run by everything mypy reads.
+
+    That is its settings (``[tool.mypy]``, whose ``python_version`` is the floor)
+    and every file under the folders it checks (``files``: ``src``, ``tests``,
+    ``benchmarks``; ``mypy_path`` is ``src``), by path and bytes.  The installed
+    packages and their stubs are this session's.  Two combinations that differ
+    only in their docs, README or license read the same bytes and share the run.
+    """
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    settings = pyproject["tool"]["mypy"]
+    folders = sorted({*settings["files"], settings["mypy_path"]})
+    parts: list[bytes | str] = [repr(sorted(settings.items()))]
+    for folder in folders:
+        for path in sorted((project / folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                parts += [path.relative_to(project).as_posix(), path.read_bytes()]
+    return digest(*parts)
+
+
+def _top_level_imports(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def ruff_keys(project: Path) -> dict[str, str]:
+    """Key every file ``ruff check`` and ``ruff format`` read, each on its own.
+
+    Ruff lints and formats each file by itself: the outcome for a file depends on
+    its bytes, its path (``per-file-ignores``, module names), the ``[tool.ruff]``
+    settings, and two facts of the tree that the key adds: which of the names
+    the file imports are first-party (a folder or module of that name under
+    ``src`` or ``tests``, the ``src`` setting), and which of its folders are
+    packages (``__init__.py``), for the same-package rule of import sorting.
+    ``pyproject.toml`` itself is checked too (``RUF200``).  Checking only the
+    files whose keys are new is then the same as checking the whole tree, which
+    ``test_ruff_keys_cover_what_ruff_reads`` compares on one render.
+    """
+    pyproject_text = (project / "pyproject.toml").read_text(encoding="utf-8")
+    settings = repr(tomllib.loads(pyproject_text)["tool"]["ruff"])
+    roots = [project / name for name in ("src", "tests")]
+    keys = {"pyproject.toml": digest("pyproject.toml", pyproject_text, settings)}
+    for path in sorted(project.rglob("*.py")):
+        name = path.relative_to(project).as_posix()
+        source = path.read_bytes()
+        first_party = sorted(
+            f"{root.name}/{module}"
+            for module in _top_level_imports(ast.parse(source))
+            for root in roots
+            if (root / module).is_dir() or (root / f"{module}.py").is_file()
+        )
+        packages = [
+            folder.relative_to(project).as_posix()
+            for folder in path.parents
+            if folder.is_relative_to(project) and (folder / "__init__.py").is_file()
+        ]
+        keys[name] = digest(name, source, settings, *first_party, "|", *packages)
+    return keys
+
+
 def docs_page_keys(project: Path) -> dict[str, str]:
     """Key each docs page by its text, the site settings and the modules it documents.
 
@@ -332,7 +437,8 @@ def docs_page_keys(project: Path) -> dict[str, str]:
     config = yaml.safe_load((project / "mkdocs.yml").read_text(encoding="utf-8"))
     config.pop("nav", None)
     core = [(src / f"{module}.py").read_bytes() for module in registry.CORE_MODULES]
-    settings = digest(repr(sorted(config.items())), *core)
+    theme = (project / "overrides" / "main.html").read_bytes()
+    settings = digest(repr(sorted(config.items())), theme, *core)
     keys = {}
     for page in sorted((project / "docs").rglob("*.md")):
         text = page.read_text(encoding="utf-8")

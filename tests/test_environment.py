@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import pytest
 from packaging.requirements import Requirement
 
-from tests.conftest import GENERATED_PYTEST_PLUGINS
 from tests.matrix import Combination
+from tests.preloaded import GENERATED_PYTEST_PLUGINS
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -60,6 +60,7 @@ def test_every_action_is_pinned_to_one_commit_with_its_release(render: Render, d
             pins.setdefault(match["action"], set()).add(f"{match['ref']}{match['comment']}")
     assert {"actions/checkout", "astral-sh/setup-uv"} <= set(pins)
     assert "pypa/gh-action-pypi-publish" in pins
+    assert ("actions/deploy-pages" in pins) is docs
     different = {action: refs for action, refs in pins.items() if len(refs) > 1}
     assert different == {}, "one action, two pins: update them together"
 
@@ -77,7 +78,11 @@ def test_workflows_grant_least_privilege(render: Render) -> None:
             for step in job["steps"]:
                 if str(step.get("uses", "")).startswith("actions/checkout@"):
                     assert step["with"]["persist-credentials"] is False, f"{name}:{job_id}"
-    assert writers == ["release.yml:publish:id-token"]
+    assert writers == [
+        "docs.yml:deploy:pages",
+        "docs.yml:deploy:id-token",
+        "release.yml:publish:id-token",
+    ]
 
 
 def test_release_builds_checks_and_publishes_on_a_tag(render: Render) -> None:
@@ -94,6 +99,30 @@ def test_release_builds_checks_and_publishes_on_a_tag(render: Render) -> None:
     assert publish["environment"]["name"] == "pypi"
     (publisher,) = [s for s in publish["steps"] if "pypi-publish" in s.get("uses", "")]
     assert publisher["with"] == {"attestations": True}, "trusted publishing: no token"
+
+
+@pytest.mark.parametrize("docs", [False, True])
+def test_docs_are_built_in_ci_and_published_from_main(render: Render, docs: bool) -> None:
+    project = render(Combination(("file",), async_support=False, docs=docs))
+    workflows = _workflows(project)
+    ci = _load(workflows["ci.yml"])
+    assert ("docs" in ci["jobs"]) is docs
+    assert ("docs.yml" in workflows) is docs
+    if not docs:
+        return
+    check = ci["jobs"]["docs"]["steps"][-1]
+    assert check["shell"] == "bash", "pipefail: a failed build fails the step"
+    assert "zensical build --strict" in check["run"]
+    pages = _load(workflows["docs.yml"])
+    assert pages["on"] == {"push": {"branches": ["main"]}, "workflow_dispatch": None}
+    assert pages["concurrency"] == {"group": "pages", "cancel-in-progress": False}
+    build, deploy = pages["jobs"]["build"], pages["jobs"]["deploy"]
+    assert "uv run --group docs zensical build --strict" in [s.get("run") for s in build["steps"]]
+    (upload,) = [s for s in build["steps"] if "upload-pages-artifact" in s.get("uses", "")]
+    assert upload["with"] == {"path": "site/"}
+    assert deploy["needs"] == "build"
+    assert deploy["environment"]["name"] == "github-pages"
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
 
 
 @pytest.mark.parametrize("python_min", PYTHON_VERSIONS)

@@ -1,0 +1,239 @@
+"""The premises of the matrix's shortcuts, each checked against the slow truth.
+
+Every shortcut of the matrix (``tests/rendering.py``, ``tests/preloaded.py``, the
+keys of ``tests/matrix.py``) claims to give the same verdict as the plain way of
+doing the work.  These tests compare the two on real renders, and show that each
+key changes when anything it claims to cover changes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import copier
+import pytest
+
+from tests.conftest import run_in
+from tests.matrix import (
+    PACKAGE,
+    Combination,
+    keys_of_test_files,
+    mypy_key,
+    registry,
+    ruff_keys,
+)
+from tests.rendering import fast_rendering, tree_of
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    RunTool = Callable[..., subprocess.CompletedProcess[str]]
+
+pytestmark = pytest.mark.slow
+
+ALL = tuple(resource.key for resource in registry.RESOURCES)
+COMPARED = [
+    Combination(ALL, True, True),
+    Combination((), False, False, license="none"),
+    Combination(ALL[:3], False, True, python_min="3.13"),
+]
+
+
+def _render(template: Path, combo: Combination, destination: Path) -> Path:
+    copier.run_copy(
+        str(template),
+        str(destination),
+        data=combo.answers(),
+        defaults=True,
+        unsafe=True,
+        quiet=True,
+    )
+    return destination
+
+
+@pytest.mark.parametrize("compared", COMPARED, ids=lambda combo: combo.id)
+def test_fast_render_is_the_plain_render(
+    compared: Combination, template_snapshot: Path, tmp_path: Path
+) -> None:
+    plain = _render(template_snapshot, compared, tmp_path / "plain")
+    with fast_rendering():
+        fast = _render(template_snapshot, compared, tmp_path / "fast")
+        again = _render(template_snapshot, compared, tmp_path / "again")  # from the memo
+    assert tree_of(fast) == tree_of(plain)
+    assert tree_of(again) == tree_of(plain)
+    # Copier's git index sync is a no-op outside a work tree, where the matrix renders.
+    inside = subprocess.run(
+        ["git", "-C", str(fast), "rev-parse", "--is-inside-work-tree"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert inside.returncode != 0, inside.stdout
+
+
+def test_memoised_compile_tells_sources_apart(template_snapshot: Path, tmp_path: Path) -> None:
+    """A changed template renders its new text: the memo is keyed by the source."""
+    combo = Combination(ALL[:1], False, False)
+    readme = template_snapshot / "template" / "README.md.jinja"
+    original = readme.read_text(encoding="utf-8")
+    with fast_rendering():
+        before = _render(template_snapshot, combo, tmp_path / "before")
+        readme.write_text(original + "\nAn added line: {{ package_name }}.\n", encoding="utf-8")
+        try:
+            after = _render(template_snapshot, combo, tmp_path / "after")
+        finally:
+            readme.write_text(original, encoding="utf-8")
+    assert "An added line" not in (before / "README.md").read_text(encoding="utf-8")
+    assert f"An added line: {PACKAGE}." in (after / "README.md").read_text(encoding="utf-8")
+
+
+FAILING_TESTS = """\
+import warnings
+
+import pytest
+
+
+def test_passes() -> None:
+    assert True
+
+
+def test_fails() -> None:
+    assert 1 + 1 == 3
+
+
+def test_warns() -> None:
+    warnings.warn("turned into an error by the settings", UserWarning, stacklevel=1)
+
+
+@pytest.mark.skip(reason="skipped on purpose")
+def test_skipped() -> None:
+    pass
+"""
+
+
+def _outcomes(output: str) -> list[str]:
+    """The ``-rA`` summary lines (``PASSED tests/...``), without timings."""
+    prefixes = ("PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL", "XPASS")
+    return sorted(line.split(" - ")[0] for line in output.splitlines() if line.startswith(prefixes))
+
+
+def test_preloaded_pytest_reports_what_a_fresh_interpreter_reports(
+    render: Callable[[Combination], Path],
+    run_preloaded: RunTool,
+    tmp_path: Path,
+) -> None:
+    project = shutil.copytree(render(Combination(("file", "sqlite"), True, False)), tmp_path / "p")
+    (project / "tests" / "test_outcomes.py").write_text(FAILING_TESTS, encoding="utf-8")
+    args = ["-p", "no:cacheprovider", "-rA", "-q", "tests/test_files.py", "tests/test_outcomes.py"]
+    fresh = run_in(project, [sys.executable, "-m", "pytest", *args], 600)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        run_preloaded(project, "pytest", *args)
+    assert fresh.returncode == 1, fresh.stdout
+    fresh_outcomes = _outcomes(fresh.stdout)
+    assert "FAILED tests/test_outcomes.py::test_fails" in fresh_outcomes
+    assert "FAILED tests/test_outcomes.py::test_warns" in fresh_outcomes
+    assert sum(line.startswith("PASSED tests/test_files.py") for line in fresh_outcomes) > 10
+    assert _outcomes(str(failed.value)) == fresh_outcomes
+
+
+def test_preloaded_mypy_reports_what_a_fresh_mypy_reports(
+    render: Callable[[Combination], Path],
+    run_tool: RunTool,
+    run_preloaded: RunTool,
+    tmp_path: Path,
+) -> None:
+    project = shutil.copytree(render(Combination(("lock",), False, False)), tmp_path / "p")
+    fresh = run_tool(project, "mypy", "--cache-dir", str(tmp_path / "fresh-cache"))
+    preloaded = run_preloaded(project, "mypy", "--cache-dir", str(tmp_path / "cache"))
+    assert preloaded.stdout == fresh.stdout
+    module = project / "src" / PACKAGE / "locks.py"
+    module.write_text(module.read_text(encoding="utf-8") + "\nWRONG: int = 'text'\n")
+    with pytest.raises(pytest.fail.Exception) as fresh_failure:
+        run_tool(project, "mypy", "--cache-dir", str(tmp_path / "fresh-cache"))
+    with pytest.raises(pytest.fail.Exception) as preloaded_failure:
+        run_preloaded(project, "mypy", "--cache-dir", str(tmp_path / "cache"))
+    message = (
+        'Incompatible types in assignment (expression has type "str", variable has type "int")'
+    )
+    assert message in str(fresh_failure.value)
+    assert message in str(preloaded_failure.value)
+
+
+def _changed(project: Path, name: str) -> None:
+    path = project / name
+    path.write_bytes(path.read_bytes() + b"\n# changed\n")
+
+
+def test_mypy_key_changes_with_every_input(
+    render: Callable[[Combination], Path], tmp_path: Path
+) -> None:
+    project = shutil.copytree(render(Combination(ALL, True, True)), tmp_path / "p")
+    before = mypy_key(project)
+    read = [p for folder in ("src", "tests", "benchmarks") for p in (project / folder).rglob("*")]
+    for path in (p for p in read if p.is_file()):
+        name = path.relative_to(project).as_posix()
+        original = path.read_bytes()
+        _changed(project, name)
+        assert mypy_key(project) != before, name
+        path.write_bytes(original)
+    pyproject = project / "pyproject.toml"
+    settings = pyproject.read_text(encoding="utf-8")
+    pyproject.write_text(settings.replace("warn_unreachable = true", "warn_unreachable = false"))
+    assert mypy_key(project) != before
+    pyproject.write_text(settings)
+    (project / "docs" / "index.md").write_text("other docs\n", encoding="utf-8")
+    (project / "README.md").write_text("another readme\n", encoding="utf-8")
+    assert mypy_key(project) == before, "mypy does not read the docs or the README"
+
+
+def test_ruff_keys_cover_what_ruff_reads(
+    render: Callable[[Combination], Path], run_tool: RunTool, tmp_path: Path
+) -> None:
+    project = shutil.copytree(render(Combination(ALL, True, True)), tmp_path / "p")
+    listed = run_tool(project, "ruff", "check", "--no-cache", "--show-files", ".").stdout
+    shown = {line.strip() for line in listed.splitlines() if line.strip()}
+    keys = ruff_keys(project)
+    assert {str(project / name) for name in keys} == shown
+    # A file's key follows its own bytes only...
+    _changed(project, f"src/{PACKAGE}/files.py")
+    changed = ruff_keys(project)
+    assert {name for name in keys if keys[name] != changed[name]} == {f"src/{PACKAGE}/files.py"}
+    # ...the settings...
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("line-length = 88", "line-length = 89"))
+    assert all(keys[name] != key for name, key in ruff_keys(project).items())
+    # ...and which imported names are first-party, and which folders are packages.
+    keys = ruff_keys(project)
+    (project / "tests" / "hypothesis.py").write_text("", encoding="utf-8")
+    first_party = ruff_keys(project)
+    importers = {n for n, k in keys.items() if n in first_party and k != first_party[n]}
+    assert importers
+    assert all("hypothesis" in (project / name).read_text(encoding="utf-8") for name in importers)
+    (project / "tests" / "__init__.py").write_text("", encoding="utf-8")
+    packages = ruff_keys(project)
+    assert all(packages[n] != first_party[n] for n in first_party if n.startswith("tests/"))
+
+
+def test_test_file_keys_change_with_every_input(
+    render: Callable[[Combination], Path], tmp_path: Path
+) -> None:
+    """Each generated test file's key covers what ``keys_of_test_files`` says it reads."""
+    project = shutil.copytree(render(Combination(ALL, True, False)), tmp_path / "p")
+    before = keys_of_test_files(project)
+    core = [f"src/{PACKAGE}/{module}.py" for module in registry.CORE_MODULES]
+    shared = ["tests/conftest.py", "tests/test_update_leftovers.py", *core]
+    for name in shared:
+        original = (project / name).read_bytes()
+        _changed(project, name)
+        after = keys_of_test_files(project)
+        assert all(after[test] != before[test] for test in before), name
+        (project / name).write_bytes(original)
+    _changed(project, f"src/{PACKAGE}/files.py")
+    after = keys_of_test_files(project)
+    changed = {test for test in before if after[test] != before[test]}
+    assert {"test_files.py", "test_package.py", "test_stress.py"} <= changed
+    assert "test_sqlite.py" not in changed
