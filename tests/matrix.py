@@ -229,6 +229,7 @@ def expected_files(combo: Combination) -> set[str]:
     if combo.docs:
         files |= {"mkdocs.yml", "docs/index.md", "docs/errors.md", "overrides/main.html"}
         files |= {"docs/helpers.md", "docs/testing.md"}
+        files |= {"docs/tutorial.md", "tests/test_docs_examples.py"}
     for key in combo.resources:
         module = registry.BY_KEY[key].module
         files |= {f"src/{PACKAGE}/{module}.py", f"tests/test_{module}.py"}
