@@ -348,6 +348,8 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     ``*.rej`` files, which no render holds (``tests/test_update_layout.py`` checks
     the template's files).  ``test_package.py`` imports the package itself,
     so its key covers every module, and it runs ``benchmarks/overhead.py``.
+    ``test_docs_examples.py`` runs the examples of every page under ``docs/``,
+    which may import any module: its key covers every module and every page.
     """
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
     src = project / "src" / PACKAGE
@@ -364,15 +366,21 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     for test in sorted((project / "tests").glob("test_*.py")):
         source = test.read_bytes()
         imported = _imported_package_modules(ast.parse(source))
-        extra = b""
+        extra: list[bytes | str] = []
         if test.name == "test_package.py" or "__init__" in imported:
             imported = set(modules)
             # test_package.py also runs the overhead benchmark.
-            extra = (project / "benchmarks" / "overhead.py").read_bytes()
+            extra.append((project / "benchmarks" / "overhead.py").read_bytes())
+        if test.name == "test_docs_examples.py":
+            # It runs the examples of every page, which import any module.
+            imported = set(modules)
+            for page in sorted((project / "docs").rglob("*")):
+                if page.is_file():
+                    extra += [page.relative_to(project).as_posix(), page.read_bytes()]
         keys[test.name] = digest(
             shared,
             source,
-            extra,
+            *extra,
             *(name.encode() + modules[name] for name in sorted(imported & set(modules))),
         )
     return keys
@@ -409,7 +417,9 @@ def _top_level_imports(tree: ast.Module) -> set[str]:
 
 
 SOURCES = (".py", ".pyi")
-"""What ruff lints and formats (besides ``pyproject.toml``), and what makes a name first-party."""
+"""What ruff lints (besides ``pyproject.toml``), and what makes a name first-party."""
+FORMATTED = (*SOURCES, ".ipynb", ".md")
+"""What ``ruff format`` formats: Python, notebooks, and the code blocks of Markdown."""
 
 
 def ruff_keys(project: Path) -> dict[str, str]:
@@ -417,33 +427,37 @@ def ruff_keys(project: Path) -> dict[str, str]:
 
     Ruff lints and formats each file by itself: the outcome for a file depends on
     its bytes, its path (``per-file-ignores``, module names), the ``[tool.ruff]``
-    settings, and two facts of the tree that the key adds: which of the names
-    the file imports are first-party (a folder or module of that name under
-    ``src`` or ``tests``, the ``src`` setting), and which of its folders are
+    settings, and, for Python, two facts of the tree that the key adds: which of
+    the names the file imports are first-party (a folder or module of that name
+    under ``src`` or ``tests``, the ``src`` setting), and which of its folders are
     packages (``__init__.py``), for the same-package rule of import sorting.
-    ``pyproject.toml`` itself is checked too (``RUF200``).  Checking only the
-    files whose keys are new is then the same as checking the whole tree, which
+    ``pyproject.toml`` itself is checked too (``RUF200``), and the formatter also
+    formats the Python code blocks of Markdown files.  Checking only the files
+    whose keys are new is then the same as checking the whole tree, which
     ``test_ruff_keys_cover_what_ruff_reads`` compares on one render.
     """
     pyproject_text = (project / "pyproject.toml").read_text(encoding="utf-8")
     settings = repr(tomllib.loads(pyproject_text)["tool"]["ruff"])
     roots = [project / name for name in ("src", "tests")]
     keys = {"pyproject.toml": digest("pyproject.toml", pyproject_text, settings)}
-    for path in sorted(p for end in SOURCES for p in project.rglob(f"*{end}")):
+    for path in sorted(p for end in FORMATTED for p in project.rglob(f"*{end}")):
         name = path.relative_to(project).as_posix()
         source = path.read_bytes()
-        first_party = sorted(
-            f"{root.name}/{module}"
-            for module in _top_level_imports(ast.parse(source))
-            for root in roots
-            if (root / module).is_dir()
-            or any((root / f"{module}{end}").is_file() for end in SOURCES)
-        )
-        packages = [
-            folder.relative_to(project).as_posix()
-            for folder in path.parents
-            if folder.is_relative_to(project) and (folder / "__init__.py").is_file()
-        ]
+        first_party: list[str] = []
+        packages: list[str] = []
+        if path.suffix in SOURCES:
+            first_party = sorted(
+                f"{root.name}/{module}"
+                for module in _top_level_imports(ast.parse(source))
+                for root in roots
+                if (root / module).is_dir()
+                or any((root / f"{module}{end}").is_file() for end in SOURCES)
+            )
+            packages = [
+                folder.relative_to(project).as_posix()
+                for folder in path.parents
+                if folder.is_relative_to(project) and (folder / "__init__.py").is_file()
+            ]
         keys[name] = digest(name, source, settings, *first_party, "|", *packages)
     return keys
 

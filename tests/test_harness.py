@@ -8,6 +8,7 @@ key changes when anything it claims to cover changes.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -241,9 +242,13 @@ def test_ruff_keys_cover_what_ruff_reads(
 ) -> None:
     project = shutil.copytree(render(Combination(ALL, True, True)), tmp_path / "p")
     listed = run_tool(project, "ruff", "check", "--no-cache", "--show-files", ".").stdout
-    shown = {line.strip() for line in listed.splitlines() if line.strip()}
+    linted = {line.strip() for line in listed.splitlines() if line.strip()}
+    # ``ruff format`` has no --show-files: its verbose log names each included file.
+    log = run_tool(project, "ruff", "format", "--no-cache", "--check", "-v", ".").stderr
+    formatted = set(re.findall(r'Included path via `include`: "(.+?)"', log))
     keys = ruff_keys(project)
-    assert {str(project / name) for name in keys} == shown
+    assert {str(project / name) for name in keys} == linted | formatted
+    assert {name for name in formatted if name.endswith(".md")}, "Markdown is formatted"
     # A file's key follows its own bytes only...
     _changed(project, f"src/{PACKAGE}/files.py")
     changed = ruff_keys(project)
@@ -283,3 +288,17 @@ def test_test_file_keys_change_with_every_input(
     changed = {test for test in before if after[test] != before[test]}
     assert {"test_files.py", "test_package.py", "test_stress.py"} <= changed
     assert "test_sqlite.py" not in changed
+
+
+def test_docs_examples_key_follows_every_page(
+    render: Callable[[Combination], Path], tmp_path: Path
+) -> None:
+    project = shutil.copytree(render(Combination(ALL[:2], True, True)), tmp_path / "p")
+    before = keys_of_test_files(project)["test_docs_examples.py"]
+    for page in sorted((project / "docs").rglob("*.md")):
+        original = page.read_bytes()
+        page.write_bytes(original + b"\nOne more line.\n")
+        assert keys_of_test_files(project)["test_docs_examples.py"] != before, page.name
+        page.write_bytes(original)
+    _changed(project, f"src/{PACKAGE}/__init__.py")
+    assert keys_of_test_files(project)["test_docs_examples.py"] != before

@@ -15,6 +15,7 @@ import yaml
 
 from tests.matrix import (
     AUDITED_FILES,
+    FORMATTED,
     PACKAGE,
     SOURCES,
     ZIZMOR_AUDITED,
@@ -80,10 +81,12 @@ def test_lint_and_format(
     pending = sorted(name for name, key in keys.items() if not ledger.passed("ruff", key))
     if not pending:
         return
-    run_tool(project, "ruff", "check", "--no-cache", *pending)
-    python_files = [name for name in pending if name.endswith(SOURCES)]
-    if python_files:
-        run_tool(project, "ruff", "format", "--no-cache", "--check", *python_files)
+    linted = [name for name in pending if name.endswith(SOURCES) or name == "pyproject.toml"]
+    if linted:
+        run_tool(project, "ruff", "check", "--no-cache", *linted)
+    formatted = [name for name in pending if name.endswith(FORMATTED)]
+    if formatted:
+        run_tool(project, "ruff", "format", "--no-cache", "--check", *formatted)
     for name in pending:
         ledger.record("ruff", keys[name])
 
