@@ -1,22 +1,26 @@
 """Rendering every combination fast: the template compiled once, no git per file.
 
-A render of the all-resources project costs about 0.6 s of which copier spends
-half compiling the same Jinja sources again (every render builds a new
-environment, and Jinja caches compiled templates per environment only) and a
-quarter starting ``git config core.fileMode`` once per rendered file.  Inside
-``fast_rendering()`` both are taken out, and the render costs about 0.1 s:
+A render spent about half of its time compiling the same Jinja sources again
+(copier builds a new environment for every render, and Jinja caches compiled
+templates per environment only) and about a quarter starting ``git config
+core.fileMode`` once per rendered file.  Inside ``fast_rendering()`` both are taken
+out (``python -m tests.benchmark --profile-render 20`` prints the two costs):
 
-- **Compiled once.** ``jinja2.Environment.compile`` is memoised on the source, the
-  name, the file name and every setting of the environment that the compiler
-  reads (``compile_settings``).  Its result is Python code for that source,
-  executed later against whichever environment renders it, which is how Jinja's
-  own ``bytecode_cache`` reuses compiled templates across processes.
+- **Compiled once.** ``jinja2.Environment.compile`` is memoised on the source as
+  the extensions' ``preprocess`` hooks return it, on the name and file name, and
+  on every setting of the environment that the lexer, parser, optimiser and code
+  generator read (``compile_settings``).  Its result is Python code for that
+  source, executed later against whichever environment renders it, which is how
+  Jinja's own ``bytecode_cache`` reuses compiled templates across processes.  A
+  source that uses an extension's tag is compiled every time (``_has_side_effects``).
 - **No git per file.** Copier 9.19 asks git, for every file it writes, whether
   the destination repository ignores the executable bit; outside a git work tree
   its answer is a no-op by its own contract.  The matrix renders into pytest's
-  temporary folders, never inside a work tree (``test_fast_render_is_the_plain_render``
-  checks both that and that a fast render equals a plain one, byte for byte and
-  mode for mode).
+  temporary folders, never inside a work tree.
+
+``tests/test_harness.py`` checks that a fast render equals a plain one, byte for
+byte and mode for mode, that a second render comes entirely from the memo, that a
+changed source is compiled again, and that copier's ``{% yield %}`` still works.
 """
 
 from __future__ import annotations
