@@ -348,8 +348,7 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     ``*.rej`` files, which no render holds (``tests/test_update_layout.py`` checks
     the template's files).  ``test_package.py`` imports the package itself,
     so its key covers every module, and it runs ``benchmarks/overhead.py``.
-    ``test_docs_examples.py`` runs the examples of every page under ``docs/``,
-    which may import any module: its key covers every module and every page.
+    ``test_docs_examples.py`` is keyed page by page (``_docs_example_keys``).
     """
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
     src = project / "src" / PACKAGE
@@ -362,7 +361,7 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
         _table(pyproject, "project", "requires-python"),
         *(modules[name] for name in always),
     )
-    keys = {}
+    keys: dict[str, str] = {}
     for test in sorted((project / "tests").glob("test_*.py")):
         source = test.read_bytes()
         imported = _imported_package_modules(ast.parse(source))
@@ -371,12 +370,9 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
             imported = set(modules)
             # test_package.py also runs the overhead benchmark.
             extra.append((project / "benchmarks" / "overhead.py").read_bytes())
-        if test.name == "test_docs_examples.py":
-            # It runs the examples of every page, which import any module.
-            imported = set(modules)
-            for page in sorted((project / "docs").rglob("*")):
-                if page.is_file():
-                    extra += [page.relative_to(project).as_posix(), page.read_bytes()]
+        if test.name == DOCS_EXAMPLES:
+            keys |= _docs_example_keys(project, shared, source, modules)
+            continue
         keys[test.name] = digest(
             shared,
             source,
@@ -384,6 +380,55 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
             *(name.encode() + modules[name] for name in sorted(imported & set(modules))),
         )
     return keys
+
+
+DOCS_EXAMPLES = "test_docs_examples.py"
+_PACKAGE_IMPORT = re.compile(rf"\b(?:from|import)\s+{PACKAGE}(?:\.(\w+))?\b")
+
+
+def _docs_example_keys(
+    project: Path, shared: str, source: bytes, modules: dict[str, bytes]
+) -> dict[str, str]:
+    """Key the examples of each docs page: ``test_docs_examples.py::PAGE``.
+
+    The test runs each page on its own: a fresh namespace and a fresh temporary
+    folder per page, inside a ``LeakCheck`` that fails the page if it leaves
+    anything open, so a page's outcome does not depend on the pages run before
+    it.  It depends on the page's text and on the package modules its examples
+    import (every module if one imports the package itself), beside what every
+    test file depends on (*shared*) and the test file (*source*).
+    """
+    keys: dict[str, str] = {}
+    for page in sorted((project / "docs").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        imported = {match[1] for match in _PACKAGE_IMPORT.finditer(text)}
+        if None in imported:
+            imported = set(modules)
+        name = page.relative_to(project / "docs").as_posix()
+        keys[f"{DOCS_EXAMPLES}::{name}"] = digest(
+            shared,
+            source,
+            name,
+            text,
+            *(module.encode() + modules[module] for module in sorted(imported & set(modules))),
+        )
+    return keys
+
+
+DOCS_EXAMPLE_TESTS = ("test_every_fence_is_run_or_a_shell_command", "test_examples_of_the_page_run")
+
+
+def pytest_arguments(names: list[str]) -> list[str]:
+    """The pytest arguments that run what the keys *names* of ``keys_of_test_files`` cover."""
+    arguments = []
+    for name in names:
+        test, _, page = name.partition("::")
+        if not page:
+            arguments.append(f"tests/{test}")
+            continue
+        arguments.append(f"tests/{test}::test_the_docs_have_pages")
+        arguments += [f"tests/{test}::{function}[{page}]" for function in DOCS_EXAMPLE_TESTS]
+    return list(dict.fromkeys(arguments))
 
 
 def mypy_key(project: Path) -> str:
@@ -476,7 +521,7 @@ def docs_page_keys(project: Path) -> dict[str, str]:
     core = [(src / f"{module}.py").read_bytes() for module in registry.CORE_MODULES]
     theme = (project / "overrides" / "main.html").read_bytes()
     settings = digest(repr(sorted(config.items())), theme, *core)
-    keys = {}
+    keys: dict[str, str] = {}
     for page in sorted((project / "docs").rglob("*.md")):
         text = page.read_text(encoding="utf-8")
         documented = re.findall(rf"^::: {PACKAGE}\.(\w+)", text, flags=re.MULTILINE)

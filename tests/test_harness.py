@@ -23,6 +23,7 @@ from tests.matrix import (
     Combination,
     keys_of_test_files,
     mypy_key,
+    pytest_arguments,
     registry,
     ruff_keys,
 )
@@ -290,15 +291,31 @@ def test_test_file_keys_change_with_every_input(
     assert "test_sqlite.py" not in changed
 
 
-def test_docs_examples_key_follows_every_page(
+def test_docs_examples_are_keyed_page_by_page(
     render: Callable[[Combination], Path], tmp_path: Path
 ) -> None:
+    """A page's key follows its text and the modules its examples import, no others."""
     project = shutil.copytree(render(Combination(ALL[:2], True, True)), tmp_path / "p")
-    before = keys_of_test_files(project)["test_docs_examples.py"]
-    for page in sorted((project / "docs").rglob("*.md")):
-        original = page.read_bytes()
-        page.write_bytes(original + b"\nOne more line.\n")
-        assert keys_of_test_files(project)["test_docs_examples.py"] != before, page.name
-        page.write_bytes(original)
-    _changed(project, f"src/{PACKAGE}/__init__.py")
-    assert keys_of_test_files(project)["test_docs_examples.py"] != before
+    before = keys_of_test_files(project)
+    pages = [p.relative_to(project / "docs").as_posix() for p in (project / "docs").rglob("*.md")]
+    assert {f"test_docs_examples.py::{page}" for page in pages} <= set(before)
+    for page in pages:
+        path = project / "docs" / page
+        original = path.read_bytes()
+        path.write_bytes(original + b"\nOne more line.\n")
+        after = keys_of_test_files(project)
+        changed = {name for name in before if after[name] != before[name]}
+        assert changed == {f"test_docs_examples.py::{page}"}, page
+        path.write_bytes(original)
+    _changed(project, f"src/{PACKAGE}/files.py")
+    after = keys_of_test_files(project)
+    changed = {name for name in before if after[name] != before[name]}
+    assert "test_docs_examples.py::resources/files.md" in changed
+    assert "test_docs_examples.py::resources/sqlite.md" not in changed
+    arguments = pytest_arguments(["test_docs_examples.py::resources/files.md", "test_files.py"])
+    assert arguments == [
+        "tests/test_docs_examples.py::test_the_docs_have_pages",
+        "tests/test_docs_examples.py::test_every_fence_is_run_or_a_shell_command[resources/files.md]",
+        "tests/test_docs_examples.py::test_examples_of_the_page_run[resources/files.md]",
+        "tests/test_files.py",
+    ]

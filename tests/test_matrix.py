@@ -29,6 +29,7 @@ from tests.matrix import (
     keys_of_test_files,
     mypy_key,
     project_files,
+    pytest_arguments,
     ruff_keys,
 )
 
@@ -124,7 +125,7 @@ def test_own_test_suite(
     pending = sorted(name for name, key in keys.items() if not ledger.passed(check, key))
     if not pending:
         return  # every test file ran, with these exact inputs, in another combination
-    tests = [f"tests/{name}" for name in pending]
+    tests = pytest_arguments(pending)
     run_preloaded(project, "pytest", "-p", "no:cacheprovider", "-q", *tests, python=python)
     for name in pending:
         ledger.record(check, keys[name])
