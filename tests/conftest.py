@@ -181,9 +181,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=position)
     if config.getoption("shard") is not None:
         index, count = parse_shard(config.getoption("shard"))
-        shards = shard_of([_unit_of(item) for item in items], count)
-        kept = [item for item in items if shards[_unit_of(item)] == index]
-        left = [item for item in items if shards[_unit_of(item)] != index]
+        units = [_unit_of(item) for item in items]
+        shards = shard_of(units, count)
+        kept = [item for item, unit in zip(items, units, strict=True) if shards[unit] == index]
+        left = [item for item, unit in zip(items, units, strict=True) if shards[unit] != index]
         config.hook.pytest_deselected(items=left)
         items[:] = kept
 
@@ -307,7 +308,7 @@ def run_tool() -> Callable[..., subprocess.CompletedProcess[str]]:
     ) -> subprocess.CompletedProcess[str]:
         interpreter = str(python or sys.executable)
         command = [str(BIN / tool), *args] if tool != "python" else [interpreter, *args]
-        with spent(Path(tool).name if tool != "python" else "python"):
+        with spent(Path(tool).name):
             result = run_in(project, command, timeout)
         if result.returncode != 0:
             pytest.fail(

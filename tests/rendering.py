@@ -48,6 +48,9 @@ _compiled: dict[tuple[Any, ...], Any] = {}
 _settings: weakref.WeakKeyDictionary[jinja2.Environment, tuple[Any, ...]] = (
     weakref.WeakKeyDictionary()
 )
+_side_effects: weakref.WeakKeyDictionary[jinja2.Environment, re.Pattern[str] | bool] = (
+    weakref.WeakKeyDictionary()
+)
 COMPILES: collections.Counter[str] = collections.Counter()
 """``memoised`` and ``compiled`` compiles in this process: the memo's hits and misses."""
 
@@ -115,6 +118,27 @@ def compile_settings(env: jinja2.Environment) -> tuple[Any, ...]:
     return _settings[env]
 
 
+def _side_effect_check(env: jinja2.Environment) -> re.Pattern[str] | bool:
+    """How to tell, for *env*, whether compiling a source does more than return code.
+
+    ``True``: every source (an extension filters the token stream, or line
+    statements are on); ``False``: none; a pattern: the sources it finds, those
+    that open one of the extensions' tags.  Computed once per environment.
+    """
+    if env not in _side_effects:
+        extensions = list(env.iter_extensions())
+        tags = [tag for ext in extensions for tag in ext.tags]
+        check: re.Pattern[str] | bool = bool(tags) and re.compile(
+            re.escape(env.block_start_string) + r"[-+]?\s*(?:" + "|".join(tags) + r")\b"
+        )
+        if env.line_statement_prefix is not None or any(
+            type(ext).filter_stream is not jinja2.ext.Extension.filter_stream for ext in extensions
+        ):
+            check = True
+        _side_effects[env] = check
+    return _side_effects[env]
+
+
 def _has_side_effects(env: jinja2.Environment, source: str) -> bool:
     """Would compiling *source* do more than return code (an extension's tag or stream)?
 
@@ -123,16 +147,10 @@ def _has_side_effects(env: jinja2.Environment, source: str) -> bool:
     extension filters the token stream or line statements are on, is compiled
     every time, as without the memo.
     """
-    extensions = list(env.iter_extensions())
-    if env.line_statement_prefix is not None or any(
-        type(ext).filter_stream is not jinja2.ext.Extension.filter_stream for ext in extensions
-    ):
-        return True
-    tags = [tag for ext in extensions for tag in ext.tags]
-    if not tags:
-        return False
-    opening = re.escape(env.block_start_string) + r"[-+]?\s*(?:" + "|".join(tags) + r")\b"
-    return re.search(opening, source) is not None
+    check = _side_effect_check(env)
+    if isinstance(check, bool):
+        return check
+    return check.search(source) is not None
 
 
 def _memoised_compile(
