@@ -420,10 +420,10 @@ class Preloaded:
 
 @pytest.fixture(scope="session")
 def run_preloaded() -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
-    """Run pytest or mypy in a project through a preloaded server; fail with its output.
+    """Run pytest, mypy or Zensical in a project through a preloaded server; fail with its output.
 
-    One server per interpreter and xdist worker, started on first use.  mypy runs
-    on this environment's Python only (it checks each floor through its own
+    One server per interpreter and xdist worker, started on first use.  mypy and
+    Zensical run on this environment's Python only (it checks each floor through its own
     ``python_version`` setting); pytest on the interpreter the suite needs.
     """
     servers: dict[Path, Preloaded] = {}
@@ -433,9 +433,10 @@ def run_preloaded() -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]
     ) -> subprocess.CompletedProcess[str]:
         interpreter = python or Path(sys.executable)
         if interpreter not in servers:
-            tools = ("pytest", "mypy") if interpreter == Path(sys.executable) else ("pytest",)
+            here = interpreter == Path(sys.executable)
+            tools = ("pytest", "mypy", "zensical") if here else ("pytest",)
             servers[interpreter] = Preloaded(interpreter, tools)
-        kind = tool if tool == "mypy" else f"{tool} (Python {version_of(interpreter)})"
+        kind = tool if tool != "pytest" else f"{tool} (Python {version_of(interpreter)})"
         with spent(kind):
             result = servers[interpreter].run(project, tool, *args, timeout=timeout)
         if result.returncode != 0:

@@ -211,6 +211,38 @@ def test_preloaded_mypy_reports_what_a_fresh_mypy_reports(
     assert message in str(preloaded_failure.value)
 
 
+def test_preloaded_zensical_builds_what_a_fresh_zensical_builds(
+    render: Callable[[Combination], Path],
+    run_tool: RunTool,
+    run_preloaded: RunTool,
+    tmp_path: Path,
+) -> None:
+    project = render(Combination(("lock", "file"), True, True))
+    fresh_copy = shutil.copytree(project, tmp_path / "fresh")
+    preloaded_copy = shutil.copytree(project, tmp_path / "preloaded")
+    fresh = run_tool(fresh_copy, "zensical", "build", "--strict")
+    preloaded = run_preloaded(preloaded_copy, "zensical", "build", "--strict")
+    assert tree_of(preloaded_copy / "site") == tree_of(fresh_copy / "site")
+    assert "No issues found" in fresh.stderr
+    assert "No issues found" in preloaded.stdout
+    for copy in (fresh_copy, preloaded_copy):
+        page = copy / "docs" / "helpers.md"
+        page.write_text(page.read_text(encoding="utf-8") + "\nSee [nowhere](nowhere.md).\n")
+    with pytest.raises(pytest.fail.Exception) as fresh_failure:
+        run_tool(fresh_copy, "zensical", "build", "--strict")
+    with pytest.raises(pytest.fail.Exception) as preloaded_failure:
+        run_preloaded(preloaded_copy, "zensical", "build", "--strict")
+    findings = [
+        re.findall(r"page does not exist|helpers\.md:\d+:\d+|\d+ issues? found", plain)
+        for plain in (
+            re.sub(r"\x1b\[[0-9;]*m", "", str(failure.value))
+            for failure in (fresh_failure, preloaded_failure)
+        )
+    ]
+    assert "1 issue found" in findings[0]
+    assert findings[0] == findings[1]
+
+
 def _changed(project: Path, name: str) -> None:
     path = project / name
     path.write_bytes(path.read_bytes() + b"\n# changed\n")
