@@ -65,11 +65,12 @@ class Combination:
 
     @property
     def family(self) -> str:
-        """The id without the docs answer: the two share every Python file.
+        """The id without the docs answer: the two share every Python file but one.
 
-        The docs answer adds pages and ``mkdocs.yml`` and changes no file that
-        ruff, mypy or pytest reads, so a combination and its docs twin share those
-        checks; run one after the other on one worker, the second finds them done.
+        The docs answer adds pages, ``mkdocs.yml`` and ``tests/test_docs_examples.py``,
+        so a combination and its docs twin share ruff's and pytest's checks of every
+        other file and, docs twin first, its mypy run (``mypy_keys_settled``); run
+        one after the other on one worker, the second finds them done.
         """
         return family_of(self.id)
 
@@ -167,7 +168,7 @@ def full_matrix(keys: tuple[str, ...] | None = None) -> list[Combination]:
         Combination(subset, async_support, docs)
         for subset in all_subsets(keys)
         for async_support in (False, True)
-        for docs in (False, True)
+        for docs in (True, False)  # the docs twin first: its mypy run settles both
     ]
     return combos + _other_choices(keys)
 
@@ -176,7 +177,7 @@ def sample_matrix(keys: tuple[str, ...] | None = None) -> list[Combination]:
     """The quick tier: no resource, each resource alone, and all of them."""
     keys = keys if keys is not None else registry_keys()
     subsets = list(dict.fromkeys([(), *((key,) for key in keys), keys]))
-    combos = [Combination(s, a, d) for s in subsets for a in (False, True) for d in (False, True)]
+    combos = [Combination(s, a, d) for s in subsets for a in (False, True) for d in (True, False)]
     return _other_choices(keys) + combos
 
 
@@ -431,14 +432,16 @@ def pytest_arguments(names: list[str]) -> list[str]:
     return list(dict.fromkeys(arguments))
 
 
-def mypy_key(project: Path) -> str:
+def mypy_key(project: Path, *, leaving_out: str | None = None) -> str:
     """Key a project's ``mypy --strict`` run by everything mypy reads.
 
     That is its settings (``[tool.mypy]``, whose ``python_version`` is the floor)
     and every file under the folders it checks (``files``: ``src``, ``tests``,
     ``benchmarks``; ``mypy_path`` is ``src``), by path and bytes.  The installed
     packages and their stubs are this session's.  Two combinations that differ
-    only in their docs, README or license read the same bytes and share the run.
+    only in their README or license read the same bytes and share the run.  With
+    *leaving_out* (a path relative to the project), the key of the same project
+    without that file.
     """
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
     settings = pyproject["tool"]["mypy"]
@@ -446,9 +449,27 @@ def mypy_key(project: Path) -> str:
     parts: list[bytes | str] = [repr(sorted(settings.items()))]
     for folder in folders:
         for path in sorted((project / folder).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                parts += [path.relative_to(project).as_posix(), path.read_bytes()]
+            name = path.relative_to(project).as_posix()
+            if path.is_file() and "__pycache__" not in path.parts and name != leaving_out:
+                parts += [name, path.read_bytes()]
     return digest(*parts)
+
+
+def mypy_keys_settled(project: Path) -> list[str]:
+    """The ``mypy_key`` values that a clean ``mypy --strict`` run on *project* settles.
+
+    Its own, and for a project with docs, that of its docs-less twin, which is the
+    same project without ``tests/test_docs_examples.py``.  The premise: mypy's
+    verdict on a module depends on the module, the settings and what the module
+    imports, and no file imports that test file, so leaving it out can remove
+    errors but never add one.  The settings have no per-module overrides (whose
+    ``warn_unused_configs`` verdict would depend on the files present).
+    ``tests/test_harness.py`` checks each part of this on a render.
+    """
+    keys = [mypy_key(project)]
+    if (project / "tests" / DOCS_EXAMPLES).exists():
+        keys.append(mypy_key(project, leaving_out=f"tests/{DOCS_EXAMPLES}"))
+    return keys
 
 
 def _top_level_imports(tree: ast.Module) -> set[str]:

@@ -2,7 +2,8 @@
 
 Starting Python and importing pytest, its plugins and hypothesis takes about 0.6 s,
 mypy about 0.2 s, and Zensical with its Markdown extensions and mkdocstrings about
-0.5 s: more than checking one rendered project costs once the checks are keyed.  This server imports them once, then forks a child per request:
+0.5 s: more than checking one rendered project costs once the checks are keyed.
+This server imports them once, then forks a child per request:
 the child starts a session of its own, points its standard streams at an output
 file, moves to the project folder and runs the tool, exactly as ``python -m
 pytest ARGS``, ``mypy ARGS`` or ``zensical ARGS`` would there, and ends the way such a process

@@ -8,10 +8,12 @@ key changes when anything it claims to cover changes.
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from typing import TYPE_CHECKING
 
 import copier
@@ -23,6 +25,7 @@ from tests.matrix import (
     Combination,
     keys_of_test_files,
     mypy_key,
+    mypy_keys_settled,
     pytest_arguments,
     registry,
     ruff_keys,
@@ -241,6 +244,39 @@ def test_preloaded_zensical_builds_what_a_fresh_zensical_builds(
     ]
     assert "1 issue found" in findings[0]
     assert findings[0] == findings[1]
+
+
+def test_a_docs_twins_mypy_run_settles_the_docs_less_twin(
+    render: Callable[[Combination], Path],
+    run_preloaded: RunTool,
+    tmp_path: Path,
+) -> None:
+    with_docs = shutil.copytree(render(Combination(("lock", "file"), True, True)), tmp_path / "d")
+    without = shutil.copytree(render(Combination(("lock", "file"), True, False)), tmp_path / "n")
+    assert mypy_keys_settled(with_docs) == [mypy_key(with_docs), mypy_key(without)]
+    assert mypy_keys_settled(without) == [mypy_key(without)]
+    # The premise: nothing imports the test file left out, no per-module settings.
+    settings = tomllib.loads((with_docs / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "overrides" not in settings["tool"]["mypy"]
+    for path in with_docs.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [alias.name for alias in node.names] + [getattr(node, "module", "")]
+                assert not any("test_docs_examples" in (name or "") for name in names), path
+    # The slow truth: what mypy finds in the docs-less twin, it finds with docs too.
+    for project in (with_docs, without):
+        module = project / "src" / PACKAGE / "locks.py"
+        module.write_text(module.read_text(encoding="utf-8") + "\nWRONG: int = 'text'\n")
+        test = project / "tests" / "test_locks.py"
+        unused_ignore = "\nFINE: int = 1  # type: ignore[assignment]\n"
+        test.write_text(test.read_text(encoding="utf-8") + unused_ignore)
+    found = []
+    for project in (with_docs, without):
+        with pytest.raises(pytest.fail.Exception) as failure:
+            run_preloaded(project, "mypy", "--cache-dir", str(project / ".mypy-cache"))
+        found.append(set(re.findall(r"^\S+\.py:\d+: error: .*$", str(failure.value), re.MULTILINE)))
+    assert len(found[1]) == 2
+    assert found[1] <= found[0]
 
 
 def _changed(project: Path, name: str) -> None:
