@@ -39,6 +39,14 @@ from typing import Any
 GENERATED_PYTEST_PLUGINS = ("pytest_cov.plugin", "pytest_timeout", "_hypothesis_pytestplugin")
 """The pytest plugins of the generated projects' dev group, loaded by name."""
 PLUGIN_DEPENDENCIES = ("hypothesis", "hypothesis.strategies", "coverage", "psutil")
+DOCS_TEST_DEPENDENCIES = (
+    "doctest",
+    "sybil",
+    "sybil.evaluators.doctest",
+    "sybil.parsers.abstract",
+    "sybil.parsers.markdown",
+)
+"""What ``tests/test_docs_examples.py`` of a project with docs imports, where installed."""
 DOCS_MODULES = (
     "zensical.config",
     "zensical.markdown.render",
@@ -78,6 +86,9 @@ def preload(tools: list[str]) -> None:
         # they import is preloaded.
         for name in PLUGIN_DEPENDENCIES:
             importlib.import_module(name)
+        for name in DOCS_TEST_DEPENDENCIES:
+            with contextlib.suppress(ModuleNotFoundError):
+                importlib.import_module(name)
     if "mypy" in tools:
         import mypy.build
         import mypy.main  # noqa: F401

@@ -163,6 +163,15 @@ def test_runs_where_a_fresh_interpreter_runs() -> None:
 """
 
 
+BROKEN_PAGE = """\
+# Broken
+
+```python
+assert 1 + 1 == 3
+```
+"""
+
+
 def _outcomes(output: str) -> list[str]:
     """The ``-rA`` summary lines (``PASSED tests/...``), without timings."""
     prefixes = ("PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL", "XPASS")
@@ -174,9 +183,11 @@ def test_preloaded_pytest_reports_what_a_fresh_interpreter_reports(
     run_preloaded: RunTool,
     tmp_path: Path,
 ) -> None:
-    project = shutil.copytree(render(Combination(("file", "sqlite"), True, False)), tmp_path / "p")
+    project = shutil.copytree(render(Combination(("file", "sqlite"), True, True)), tmp_path / "p")
     (project / "tests" / "test_outcomes.py").write_text(FAILING_TESTS, encoding="utf-8")
+    (project / "docs" / "broken.md").write_text(BROKEN_PAGE, encoding="utf-8")
     args = ["-p", "no:cacheprovider", "-rA", "-q", "tests/test_files.py", "tests/test_outcomes.py"]
+    args.append("tests/test_docs_examples.py")
     fresh = run_in(project, [sys.executable, "-m", "pytest", *args], 600)
     with pytest.raises(pytest.fail.Exception) as failed:
         run_preloaded(project, "pytest", *args)
@@ -188,6 +199,12 @@ def test_preloaded_pytest_reports_what_a_fresh_interpreter_reports(
     assert (
         "PASSED tests/test_outcomes.py::test_runs_where_a_fresh_interpreter_runs" in fresh_outcomes
     )
+    assert "FAILED tests/test_docs_examples.py::test_examples_of_the_page_run[broken.md]" in (
+        fresh_outcomes
+    )
+    passed_page = "PASSED tests/test_docs_examples.py::test_examples_of_the_page_run[tutorial.md]"
+    assert passed_page in fresh_outcomes
+    assert sum("test_examples_of_the_page_run" in line for line in fresh_outcomes) > 5
     assert _outcomes(str(failed.value)) == fresh_outcomes
 
 
