@@ -528,30 +528,116 @@ def ruff_keys(project: Path) -> dict[str, str]:
     return keys
 
 
-def docs_page_keys(project: Path) -> dict[str, str]:
-    """Key each docs page by its text, the site settings and the modules it documents.
+_INLINE_LINK = re.compile(r"\]\(([^)\s]+)\)")
+"""A Markdown inline link's target: the only link form the generated pages use
+(``docs_link_forms_problems`` checks that on every render)."""
 
-    A page also shows what its classes inherit (``inherited_members``) and the
-    exceptions they name, so the core modules are part of every key.  The nav and
-    the index page's links change with the chosen resources; the test checks them
-    statically on every render, so they are left out of the keys.
+
+def page_links(page: Path, docs: Path) -> list[tuple[str, str]]:
+    """The pages *page* links to, relative to *docs*, each with the anchor it names ('' if none)."""
+    links = []
+    for target in _INLINE_LINK.findall(page.read_text(encoding="utf-8")):
+        path, _, anchor = target.partition("#")
+        if "://" in path or not path.endswith(".md"):
+            continue
+        resolved = (page.parent / path).resolve()
+        links.append((resolved.relative_to(docs.resolve()).as_posix(), anchor))
+    return links
+
+
+def docs_link_forms_problems(project: Path) -> list[str]:
+    """Links that ``page_links`` would not see: reference-style, HTML or by identifier.
+
+    The docs build's keys (``docs_page_keys``) follow what a page links to, so
+    every link must be an inline Markdown link to a page; an identifier
+    cross-reference (``[text][identifier]``) in a page or a docstring would tie a
+    page to another page's API that its key does not cover.
+    """
+    problems = []
+    forms = {
+        "reference-style link or cross-reference": re.compile(r"\]\[[^\]]*\]|^\[[^\]]+\]:\s", re.M),
+        "HTML link": re.compile(r"<a\s[^>]*href", re.I),
+    }
+    texts = [*(project / "docs").rglob("*.md"), *(project / "src" / PACKAGE).glob("*.py")]
+    for path in texts:
+        text = path.read_text(encoding="utf-8")
+        for form, pattern in forms.items():
+            if pattern.search(text):
+                problems.append(f"{path.relative_to(project)}: {form}")
+    return problems
+
+
+def docs_page_keys(project: Path) -> dict[str, str]:
+    """Key each docs page by what its strict build's findings depend on.
+
+    That is its text, the site settings, the modules it documents, and the pages
+    it links to: for a plain link, whether the page exists; for a link to an
+    anchor, the linked page's text, which makes its anchors.  A page also shows
+    what its classes inherit (``inherited_members``) and the exceptions they name,
+    so the core modules are part of every key, and its signatures link to what
+    they name only where it is documented, with no finding where it is not
+    (mkdocstrings' optional cross-references).  The nav and the index page's
+    links change with the chosen resources; the test checks them statically on
+    every render, so they are left out of the keys.
     """
     src = project / "src" / PACKAGE
+    docs = project / "docs"
     config = yaml.safe_load((project / "mkdocs.yml").read_text(encoding="utf-8"))
     config.pop("nav", None)
     core = [(src / f"{module}.py").read_bytes() for module in registry.CORE_MODULES]
     theme = (project / "overrides" / "main.html").read_bytes()
     settings = digest(repr(sorted(config.items())), theme, *core)
     keys: dict[str, str] = {}
-    for page in sorted((project / "docs").rglob("*.md")):
+    for page in sorted(docs.rglob("*.md")):
         text = page.read_text(encoding="utf-8")
         documented = re.findall(rf"^::: {PACKAGE}\.(\w+)", text, flags=re.MULTILINE)
+        linked: list[bytes | str] = []
+        if page.name != "index.md":
+            for target, anchor in page_links(page, docs):
+                path = docs / target
+                exists = path.is_file()
+                linked += [target, anchor, path.read_bytes() if exists and anchor else str(exists)]
         keys[page.relative_to(project).as_posix()] = digest(
             settings,
             text if page.name != "index.md" else "",
             *((src / f"{module}.py").read_bytes() for module in documented),
+            "links",
+            *linked,
         )
     return keys
+
+
+DOCS_STUB = "# Checked elsewhere\n"
+"""What a page whose key has passed becomes in a reduced docs build."""
+
+
+def reduce_docs_tree(project: Path, pending: set[str]) -> set[str]:
+    """Stub out every page of *project*'s docs but *pending* and what they need; return those kept.
+
+    *pending* names pages as ``docs_page_keys`` does (``docs/...``).  A kept page
+    keeps every page it links to with an anchor (and so on), since its findings
+    depend on that page's anchors; a page it links to plainly needs only to exist,
+    which its stub does.  The stubs make no finding of their own, and every page
+    stays in the nav, so the build checks the kept pages as the full build would:
+    ``tests/test_harness.py`` compares the two on findings planted in each kind of
+    page.
+    """
+    docs = project / "docs"
+    kept = set(pending)
+    queue = list(pending)
+    while queue:
+        page = project / queue.pop()
+        if page.name == "index.md" or not page.is_file():
+            continue
+        for target, anchor in page_links(page, docs):
+            name = f"docs/{target}"
+            if anchor and name not in kept:
+                kept.add(name)
+                queue.append(name)
+    for page in docs.rglob("*.md"):
+        if page.relative_to(project).as_posix() not in kept:
+            page.write_text(DOCS_STUB, encoding="utf-8")
+    return kept
 
 
 _PURE_CALLS = {

@@ -21,12 +21,16 @@ import pytest
 
 from tests.conftest import run_in
 from tests.matrix import (
+    DOCS_STUB,
     PACKAGE,
     Combination,
+    docs_link_forms_problems,
+    docs_page_keys,
     keys_of_test_files,
     mypy_key,
     mypy_keys_settled,
     pytest_arguments,
+    reduce_docs_tree,
     registry,
     ruff_keys,
 )
@@ -294,6 +298,118 @@ def test_a_docs_twins_mypy_run_settles_the_docs_less_twin(
         found.append(set(re.findall(r"^\S+\.py:\d+: error: .*$", str(failure.value), re.MULTILINE)))
     assert len(found[1]) == 2
     assert found[1] <= found[0]
+
+
+def _findings(output: str) -> list[str]:
+    """A Zensical build's findings: each message and where, and the count."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
+    return re.findall(r"(?:Warning|Error):.*|\S+\.md:\d+:\d+|\d+ issues? found", plain)
+
+
+def _build_findings(project: Path, run_preloaded: RunTool) -> list[str]:
+    try:
+        built = run_preloaded(project, "zensical", "build", "--strict")
+    except pytest.fail.Exception as failure:
+        return _findings(str(failure))
+    return _findings(built.stdout)
+
+
+PLANTED = {
+    "a link to no page, in the tutorial": ("tutorial.md", "See [nowhere](nowhere.md)."),
+    "a link to no anchor, in the tutorial": (
+        "tutorial.md",
+        "See [files](resources/files.md#no-such-anchor).",
+    ),
+    "a link to no page, in an API page": ("resources/files.md", "See [no](../nowhere.md)."),
+    "a page whose anchor another page uses, changed": ("resources/files.md", ""),
+}
+"""Findings planted in a render: the page and the line added to it."""
+
+
+@pytest.mark.parametrize("planted", PLANTED)
+def test_a_reduced_docs_build_finds_what_the_full_build_finds(
+    planted: str,
+    render: Callable[[Combination], Path],
+    run_preloaded: RunTool,
+    tmp_path: Path,
+) -> None:
+    """Pages whose keys passed become stubs; the findings stay those of the full build."""
+    project = shutil.copytree(render(Combination(("lock", "file"), True, True)), tmp_path / "p")
+    assert docs_link_forms_problems(project) == []
+    settled = docs_page_keys(project)
+    page, line = PLANTED[planted]
+    path = project / "docs" / page
+    if planted.startswith("a page whose anchor"):
+        # The tutorial links to an anchor of the files page, which then loses it.
+        tutorial = project / "docs" / "tutorial.md"
+        tutorial.write_text(
+            tutorial.read_text(encoding="utf-8") + "\nSee [w](resources/files.md#whole)\n"
+        )
+        path.write_text(path.read_text(encoding="utf-8") + "\n## Whole\n")
+        settled = docs_page_keys(project)  # both pass as they are, and are settled
+        path.write_text(path.read_text(encoding="utf-8").replace("\n## Whole\n", "\n"))
+    if line:
+        path.write_text(path.read_text(encoding="utf-8") + f"\n{line}\n")
+    keys = docs_page_keys(project)
+    pending = {name for name, key in keys.items() if settled.get(name) != key}
+    assert pending, "the change must change a key"
+    assert len(pending) < len(keys)
+    full = shutil.copytree(project, tmp_path / "full")
+    reduced = shutil.copytree(project, tmp_path / "reduced")
+    kept = reduce_docs_tree(reduced, pending)
+    assert pending <= kept < set(keys)
+    expected = _build_findings(full, run_preloaded)
+    assert expected, "the planted finding must be found"
+    assert _build_findings(reduced, run_preloaded) == expected
+
+
+def test_a_reduced_docs_build_of_clean_pages_passes(
+    render: Callable[[Combination], Path], run_preloaded: RunTool, tmp_path: Path
+) -> None:
+    project = render(Combination(("lock", "file"), True, True))
+    for pending in ({"docs/tutorial.md"}, {"docs/resources/files.md"}, {"docs/index.md"}):
+        reduced = shutil.copytree(project, tmp_path / str(len(list(tmp_path.iterdir()))))
+        assert reduce_docs_tree(reduced, pending) == pending
+        assert (reduced / "docs" / "helpers.md").read_text(encoding="utf-8") == DOCS_STUB
+        assert _build_findings(reduced, run_preloaded) == []
+    # A kept page's link to an anchor keeps the page that has the anchor.
+    reduced = shutil.copytree(project, tmp_path / "anchored")
+    tutorial = reduced / "docs" / "tutorial.md"
+    tutorial.write_text(f"{tutorial.read_text()}\nSee [R](resources/files.md#reference).\n")
+    kept = reduce_docs_tree(reduced, {"docs/tutorial.md"})
+    assert kept == {"docs/tutorial.md", "docs/resources/files.md"}
+    assert _build_findings(reduced, run_preloaded) == []
+
+
+def test_docs_page_keys_follow_links(render: Callable[[Combination], Path], tmp_path: Path) -> None:
+    project = shutil.copytree(render(Combination(("lock", "file"), True, True)), tmp_path / "p")
+    docs = project / "docs"
+    tutorial, files = docs / "tutorial.md", docs / "resources" / "files.md"
+    tutorial.write_text(tutorial.read_text(encoding="utf-8") + "\n[a](resources/files.md#x)\n")
+    before = docs_page_keys(project)
+    files.write_text(files.read_text(encoding="utf-8") + "\nMore.\n")
+    after = docs_page_keys(project)
+    assert {name for name in before if after[name] != before[name]} == {
+        "docs/tutorial.md",  # it links to an anchor of the page
+        "docs/resources/files.md",
+    }
+    (docs / "resources" / "locks.md").unlink()  # the tutorial links to it plainly
+    gone = docs_page_keys(project)
+    assert gone["docs/tutorial.md"] != after["docs/tutorial.md"]
+    assert gone["docs/resources/files.md"] == after["docs/resources/files.md"]
+
+
+def test_docs_link_forms_problems_sees_other_link_forms(
+    render: Callable[[Combination], Path], tmp_path: Path
+) -> None:
+    project = shutil.copytree(render(Combination(("lock",), True, True)), tmp_path / "p")
+    page = project / "docs" / "helpers.md"
+    original = page.read_text(encoding="utf-8")
+    for text in ("[a][pkg.thing]", "[a]: other.md", '<a href="other.md">a</a>'):
+        page.write_text(f"{original}\n{text}\n")
+        assert docs_link_forms_problems(project) != [], text
+    page.write_text(original)
+    assert docs_link_forms_problems(project) == []
 
 
 def _changed(project: Path, name: str) -> None:
