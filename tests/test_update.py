@@ -18,7 +18,16 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.conftest import run_in
-from tests.matrix import PACKAGE, ROOT, registry
+from tests.matrix import (
+    PACKAGE,
+    ROOT,
+    RUNTIME_PYTHON,
+    import_purity_problems,
+    keys_of_test_files,
+    mypy_key,
+    pytest_arguments,
+    registry,
+)
 from tests.updating import (
     CODE_MARKER,
     EXPORTS_MARKER,
@@ -49,6 +58,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from tests.matrix import CheckLedger
+
     RunTool = Callable[..., subprocess.CompletedProcess[str]]
 
 pytestmark = [pytest.mark.slow, pytest.mark.update]
@@ -63,14 +74,39 @@ CHANGELOG_LINE = "- Initial release, generated from the resource-safe package te
 
 
 @pytest.fixture
-def check_project(run_tool: RunTool, mypy_cache: Path) -> Callable[[Path], None]:
-    """The updated project's own lint, format check, strict types and test suite."""
+def check_project(
+    run_tool: RunTool, run_preloaded: RunTool, mypy_cache: Path, ledger: CheckLedger
+) -> Callable[[Path], None]:
+    """The updated project's own lint, format check, strict types and test suite.
+
+    mypy and the test files are keyed as in the matrix (``mypy_key``,
+    ``keys_of_test_files``), in the same ledger: a test file that passed with the
+    same inputs in this session, in the matrix or another update, is not run
+    again.  The premise of those keys holds here too: every module of the updated
+    project, the user's own and ``__init__.py`` with the user's lines included,
+    only defines names when imported (checked below).  ``test_update_leftovers.py``
+    runs every time: it reads every file of the project for conflict markers and
+    ``*.rej`` files, which an update can leave, so its key (its own text) does not
+    cover what it reads here.
+    """
 
     def _check(project: Path) -> None:
         run_tool(project, "ruff", "check", "--no-cache", ".")
         run_tool(project, "ruff", "format", "--no-cache", "--check", ".")
-        run_tool(project, "mypy", "--cache-dir", str(mypy_cache))
-        run_tool(project, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x")
+        modules = sorted((project / "src" / PACKAGE).glob("*.py"))  # __init__.py included
+        assert [problem for path in modules for problem in import_purity_problems(path)] == []
+        if not ledger.passed("mypy", mypy_key(project)):
+            run_preloaded(project, "mypy", "--cache-dir", str(mypy_cache))
+            ledger.record("mypy", mypy_key(project))
+        check = f"pytest-{RUNTIME_PYTHON}"
+        keys = keys_of_test_files(project)
+        pending = [name for name, key in keys.items() if not ledger.passed(check, key)]
+        pending = sorted({*pending, "test_update_leftovers.py"})
+        run_preloaded(
+            project, "pytest", "-q", "-p", "no:cacheprovider", "-x", *pytest_arguments(pending)
+        )
+        for name in pending:
+            ledger.record(check, keys[name])
 
     return _check
 
