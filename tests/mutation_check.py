@@ -197,7 +197,7 @@ def main() -> int:
         "--python",
         default=RUNTIME_PYTHON,
         help="the project's python_min, and the Python its tests run on "
-        "(default: this one; 3.12 reaches sqlite's autocommit and rmtree's onexc branches)",
+        "(default: this one; 3.12 reaches sqlite's autocommit branches)",
     )
     options = parser.parse_args()
     found = find_python(options.python)
