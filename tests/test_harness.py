@@ -235,6 +235,12 @@ def test_preloaded_mypy_reports_what_a_fresh_mypy_reports(
     assert message in str(preloaded_failure.value)
 
 
+def _findings(output: str) -> list[str]:
+    """A Zensical build's findings: each message and where, and the count."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
+    return re.findall(r"(?:Warning|Error):.*|\S+\.md:\d+:\d+|\d+ issues? found", plain)
+
+
 def test_preloaded_zensical_builds_what_a_fresh_zensical_builds(
     render: Callable[[Combination], Path],
     run_tool: RunTool,
@@ -256,13 +262,7 @@ def test_preloaded_zensical_builds_what_a_fresh_zensical_builds(
         run_tool(fresh_copy, "zensical", "build", "--strict")
     with pytest.raises(pytest.fail.Exception) as preloaded_failure:
         run_preloaded(preloaded_copy, "zensical", "build", "--strict")
-    findings = [
-        re.findall(r"page does not exist|helpers\.md:\d+:\d+|\d+ issues? found", plain)
-        for plain in (
-            re.sub(r"\x1b\[[0-9;]*m", "", str(failure.value))
-            for failure in (fresh_failure, preloaded_failure)
-        )
-    ]
+    findings = [_findings(str(failure.value)) for failure in (fresh_failure, preloaded_failure)]
     assert "1 issue found" in findings[0]
     assert findings[0] == findings[1]
 
@@ -298,12 +298,6 @@ def test_a_docs_twins_mypy_run_settles_the_docs_less_twin(
         found.append(set(re.findall(r"^\S+\.py:\d+: error: .*$", str(failure.value), re.MULTILINE)))
     assert len(found[1]) == 2
     assert found[1] <= found[0]
-
-
-def _findings(output: str) -> list[str]:
-    """A Zensical build's findings: each message and where, and the count."""
-    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
-    return re.findall(r"(?:Warning|Error):.*|\S+\.md:\d+:\d+|\d+ issues? found", plain)
 
 
 def _build_findings(project: Path, run_preloaded: RunTool) -> list[str]:

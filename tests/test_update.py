@@ -95,9 +95,10 @@ def check_project(
         run_tool(project, "ruff", "format", "--no-cache", "--check", ".")
         modules = sorted((project / "src" / PACKAGE).glob("*.py"))  # __init__.py included
         assert [problem for path in modules for problem in import_purity_problems(path)] == []
-        if not ledger.passed("mypy", mypy_key(project)):
+        key = mypy_key(project)
+        if not ledger.passed("mypy", key):
             run_preloaded(project, "mypy", "--cache-dir", str(mypy_cache))
-            ledger.record("mypy", mypy_key(project))
+            ledger.record("mypy", key)
         check = f"pytest-{RUNTIME_PYTHON}"
         keys = keys_of_test_files(project)
         pending = [name for name, key in keys.items() if not ledger.passed(check, key)]
