@@ -385,6 +385,48 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
 
 DOCS_EXAMPLES = "test_docs_examples.py"
 _PACKAGE_IMPORT = re.compile(rf"\b(?:from|import)\s+{PACKAGE}(?:\.(\w+))?\b")
+_FENCE = re.compile(r"^ *(```+|~~~+) *([\w-]*)", re.MULTILINE)
+_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+_MARKERS = ("```", "~~~", "<!--", "-->")
+_READS_POSITION = re.compile(
+    r"__file__|f_lineno|currentframe|getframeinfo|_getframe|inspect\.stack"
+)
+
+
+def example_skeleton(text: str) -> str:
+    """The lines of a docs page that its examples can be read from, in order.
+
+    ``test_docs_examples.py`` reads a page only through Sybil's Markdown code-block
+    parsers (fenced blocks, and ``invisible-code-block`` directives in HTML
+    comments) and its own ``fences()``.  The skeleton keeps every line of a fenced
+    block as ``fences()`` finds them (the same pattern and pairing), every line of
+    an HTML comment, and every line holding a fence or comment marker anywhere; it
+    drops the rest, the prose, which neither reads.  What is dropped moves the
+    examples to other line numbers, which only the failure messages show: no
+    example of the generated docs reads its own position (``__file__`` or a frame's
+    line number), which ``_docs_example_keys`` checks on every render.
+    ``tests/test_harness.py`` parses each page of a render and its
+    skeleton with the generated test's own Sybil and finds the same examples.
+    """
+    spans = [match.span() for match in _COMMENT.finditer(text)]
+    opening: re.Match[str] | None = None
+    for match in _FENCE.finditer(text):
+        if opening is None:
+            opening = match
+        elif match.group(1).startswith(opening.group(1)) and not match.group(2):
+            spans.append((opening.start(), match.end()))
+            opening = None
+    if opening is not None:  # an unclosed fence runs to the end of the page
+        spans.append((opening.start(), len(text)))
+    kept = []
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        end = offset + len(line)
+        inside = any(start < end and offset < stop for start, stop in spans)
+        if inside or any(marker in line for marker in _MARKERS):
+            kept.append(line)
+        offset = end
+    return "".join(kept)
 
 
 def _docs_example_keys(
@@ -395,13 +437,17 @@ def _docs_example_keys(
     The test runs each page on its own: a fresh namespace and a fresh temporary
     folder per page, inside a ``LeakCheck`` that fails the page if it leaves
     anything open, so a page's outcome does not depend on the pages run before
-    it.  It depends on the page's text and on the package modules its examples
-    import (every module if one imports the package itself), beside what every
-    test file depends on (*shared*) and the test file (*source*).
+    it.  It depends on the page's examples (``example_skeleton``: the prose of the
+    tutorial's last sections and of the home page names the chosen resources, its
+    examples far fewer combinations) and on the package modules they import (every
+    module if one imports the package itself), beside what every test file depends
+    on (*shared*) and the test file (*source*).
     """
     keys: dict[str, str] = {}
     for page in sorted((project / "docs").rglob("*.md")):
-        text = page.read_text(encoding="utf-8")
+        text = example_skeleton(page.read_text(encoding="utf-8"))
+        if _READS_POSITION.search(text):
+            raise AssertionError(f"{page}: an example reads its own position; key its text")
         imported = {match[1] for match in _PACKAGE_IMPORT.finditer(text)}
         if None in imported:
             imported = set(modules)

@@ -26,6 +26,7 @@ from tests.matrix import (
     Combination,
     docs_link_forms_problems,
     docs_page_keys,
+    example_skeleton,
     keys_of_test_files,
     mypy_key,
     mypy_keys_settled,
@@ -489,7 +490,7 @@ def test_test_file_keys_change_with_every_input(
 def test_docs_examples_are_keyed_page_by_page(
     render: Callable[[Combination], Path], tmp_path: Path
 ) -> None:
-    """A page's key follows its text and the modules its examples import, no others."""
+    """A page's key follows its examples and the modules they import, no others."""
     project = shutil.copytree(render(Combination(ALL[:2], True, True)), tmp_path / "p")
     before = keys_of_test_files(project)
     pages = [p.relative_to(project / "docs").as_posix() for p in (project / "docs").rglob("*.md")]
@@ -497,10 +498,16 @@ def test_docs_examples_are_keyed_page_by_page(
     for page in pages:
         path = project / "docs" / page
         original = path.read_bytes()
-        path.write_bytes(original + b"\nOne more line.\n")
-        after = keys_of_test_files(project)
-        changed = {name for name in before if after[name] != before[name]}
-        assert changed == {f"test_docs_examples.py::{page}"}, page
+        for addition, follows in (
+            (b"\nOne more line of prose.\n", False),
+            (b"\n```pycon\n>>> 1 + 1\n2\n```\n", True),
+            (b"\n<!-- invisible-code-block: python\nx = 1\n-->\n", True),
+            (b"\nProse `with a ``` in it`.\n", True),
+        ):
+            path.write_bytes(original + addition)
+            after = keys_of_test_files(project)
+            changed = {name for name in before if after[name] != before[name]}
+            assert changed == ({f"test_docs_examples.py::{page}"} if follows else set()), page
         path.write_bytes(original)
     _changed(project, f"src/{PACKAGE}/files.py")
     after = keys_of_test_files(project)
@@ -514,3 +521,60 @@ def test_docs_examples_are_keyed_page_by_page(
         "tests/test_docs_examples.py::test_examples_of_the_page_run[resources/files.md]",
         "tests/test_files.py",
     ]
+
+
+SAME_EXAMPLES = """\
+import sys
+from pathlib import Path
+
+sys.path[:0] = ["src", "tests"]
+import test_docs_examples as generated
+
+for page, skeleton in zip(sys.argv[1::2], sys.argv[2::2]):
+    seen = []
+    for path in (page, skeleton):
+        document = generated.SYBIL.parse(Path(path))
+        seen.append([(type(e.parsed).__name__, str(getattr(e.parsed, "source", e.parsed)),
+                      str(getattr(e.parsed, "want", ""))) for e in document])
+    assert seen[0] == seen[1], page
+    assert seen[0] or "```python" not in Path(page).read_text(), page
+    print(page, len(seen[0]))
+"""
+
+
+def test_a_pages_skeleton_holds_every_example(
+    render: Callable[[Combination], Path], tmp_path: Path
+) -> None:
+    """The generated test's own Sybil finds the same examples in a page and its skeleton."""
+    checked = 0
+    for combo in (Combination(ALL, True, True), Combination(ALL[3:5], False, True)):
+        project = shutil.copytree(render(combo), tmp_path / combo.id)
+        arguments = []
+        for page in sorted((project / "docs").rglob("*.md")):
+            text = page.read_text(encoding="utf-8")
+            skeleton = tmp_path / f"{combo.id}-{page.stem}.md"
+            skeleton.write_text(example_skeleton(text), encoding="utf-8")
+            assert len(skeleton.read_text(encoding="utf-8")) < len(text), page
+            arguments += [str(page), str(skeleton)]
+        result = run_in(project, [sys.executable, "-c", SAME_EXAMPLES, *arguments], 120)
+        assert result.returncode == 0, result.stderr
+        counts = dict(line.rsplit(" ", 1) for line in result.stdout.splitlines())
+        assert int(counts[str(project / "docs" / "tutorial.md")]) > 20
+        checked += len(counts)
+    assert checked > 10
+
+
+def test_skeletons_spare_the_tutorial_a_run_per_family(
+    render: Callable[[Combination], Path],
+) -> None:
+    """Two families that differ in a resource without tutorial examples share its key."""
+    keys = [
+        keys_of_test_files(render(Combination(chosen, True, True)))
+        for chosen in (("file", "sqlite", "lock"), ("file", "sqlite", "lock", "tempdir"))
+    ]
+    assert (
+        keys[0]["test_docs_examples.py::tutorial.md"]
+        == keys[1]["test_docs_examples.py::tutorial.md"]
+    )
+    assert keys[0]["test_docs_examples.py::index.md"] == keys[1]["test_docs_examples.py::index.md"]
+    assert keys[0]["test_package.py"] != keys[1]["test_package.py"]
