@@ -372,10 +372,10 @@ def suite_python(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Combinat
 class Preloaded:
     """A ``tests/preloaded.py`` server of one interpreter, for this xdist worker."""
 
-    def __init__(self, python: Path, tools: tuple[str, ...]) -> None:
+    def __init__(self, python: Path, tools: tuple[str, ...], memo: Path) -> None:
         self.python = python
         self.process = subprocess.Popen(
-            [str(python), str(ROOT / "tests" / "preloaded.py"), ",".join(tools)],
+            [str(python), str(ROOT / "tests" / "preloaded.py"), ",".join(tools), str(memo)],
             cwd=ROOT,
             env=tool_env(),
             stdin=subprocess.PIPE,
@@ -419,12 +419,15 @@ class Preloaded:
 
 
 @pytest.fixture(scope="session")
-def run_preloaded() -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
+def run_preloaded(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
     """Run pytest, mypy or Zensical in a project through a preloaded server; fail with its output.
 
     One server per interpreter and xdist worker, started on first use.  mypy and
     Zensical run on this environment's Python only (it checks each floor through its own
-    ``python_version`` setting); pytest on the interpreter the suite needs.
+    ``python_version`` setting); pytest on the interpreter the suite needs.  The
+    servers of every worker share one ``CodeMemo`` folder.
     """
     servers: dict[Path, Preloaded] = {}
 
@@ -435,7 +438,8 @@ def run_preloaded() -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]
         if interpreter not in servers:
             here = interpreter == Path(sys.executable)
             tools = ("pytest", "mypy", "zensical") if here else ("pytest",)
-            servers[interpreter] = Preloaded(interpreter, tools)
+            memo = _shared_root(tmp_path_factory) / "code-memo"  # keyed by interpreter too
+            servers[interpreter] = Preloaded(interpreter, tools, memo)
         kind = tool if tool != "pytest" else f"{tool} (Python {version_of(interpreter)})"
         with spent(kind):
             result = servers[interpreter].run(project, tool, *args, timeout=timeout)

@@ -13,6 +13,12 @@ is ever imported by the server itself, so each child starts from the same state.
 interpreter reports, failures included, and that a preloaded Zensical writes the
 same site, byte for byte.
 
+The children run with ``PYTHONDONTWRITEBYTECODE``, so that no ``__pycache__``
+lands in a rendered project (whose files the matrix keys), and each one compiled
+every module of the project, and pytest rewrote every test module, from source: a
+third of a package test's run.  ``CodeMemo`` keeps what they compiled by content,
+in a folder that every child shares (``python preloaded.py TOOLS MEMO``).
+
 Protocol: one JSON request per line on standard input (``tool``, ``cwd``, ``args``,
 ``timeout``), one JSON answer per line on standard output (``returncode``,
 ``output``: the path of the file holding the run's merged stdout and stderr,
@@ -22,10 +28,15 @@ Protocol: one JSON request per line on standard input (``tool``, ``cwd``, ``args
 
 from __future__ import annotations
 
+import _imp
 import contextlib
 import gc
+import hashlib
 import importlib
+import importlib.machinery
+import importlib.util
 import json
+import marshal
 import os
 import runpy
 import select
@@ -33,8 +44,13 @@ import signal
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import types
+    from collections.abc import Callable
 
 GENERATED_PYTEST_PLUGINS = ("pytest_cov.plugin", "pytest_timeout", "_hypothesis_pytestplugin")
 """The pytest plugins of the generated projects' dev group, loaded by name."""
@@ -98,6 +114,94 @@ def preload(tools: list[str]) -> None:
         for name in DOCS_MODULES:
             with contextlib.suppress(ModuleNotFoundError):
                 importlib.import_module(name)
+
+
+class CodeMemo:
+    """Code objects by the content they were compiled from, shared by every child.
+
+    Premise: ``compile`` makes the same code object from the same source on the
+    same interpreter (``importlib.util.MAGIC_NUMBER``, the optimisation level),
+    wherever the file lies, but for ``co_filename``, which is set on load the
+    way importlib sets it on a ``.pyc`` whose source moved
+    (``_imp._fix_co_filename``).  pytest's rewrite of a test module is a function
+    of its source, pytest's version and the ``enable_assertion_pass_hook``
+    setting; the path only names the file in its warnings.  A compile or rewrite
+    that warns is not kept: it runs again, warnings and all, in every child.
+    ``tests/test_harness.py`` compares every module of a render, compiled and
+    rewritten through the memo at another path, with a plain compile there.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.interpreter = importlib.util.MAGIC_NUMBER + str(sys.flags.optimize).encode()
+
+    def key(self, *parts: bytes | str) -> str:
+        hasher = hashlib.sha256(self.interpreter)
+        for part in parts:
+            data = part.encode() if isinstance(part, str) else part
+            hasher.update(len(data).to_bytes(8, "big") + data)
+        return hasher.hexdigest()
+
+    def load(self, key: str, path: str) -> types.CodeType | None:
+        try:
+            data = (self.folder / key).read_bytes()
+        except FileNotFoundError:
+            return None
+        code = marshal.loads(data)
+        _imp._fix_co_filename(code, path)  # type: ignore[attr-defined]
+        return code  # type: ignore[no-any-return]
+
+    def store(self, key: str, code: types.CodeType) -> None:
+        fd, temporary = tempfile.mkstemp(dir=self.folder, prefix=".part-")
+        with os.fdopen(fd, "wb") as file:
+            file.write(marshal.dumps(code))
+        os.replace(temporary, self.folder / key)
+
+    def compiled(
+        self, key: str, path: str, compile_: Callable[[], types.CodeType]
+    ) -> types.CodeType:
+        """The code of *key* from the memo, or *compile_*'s, kept unless it warned."""
+        code = self.load(key, path)
+        if code is not None:
+            return code
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            code = compile_()
+        if caught:
+            return compile_()  # warns as a plain compile does
+        self.store(key, code)
+        return code
+
+    def install(self) -> None:
+        """Route module compiles and pytest's rewrites through the memo (inherited by forks)."""
+        memo = self
+        loader_class = importlib.machinery.SourceFileLoader
+        plain_source_to_code = loader_class.source_to_code
+
+        def source_to_code(
+            loader: Any, data: bytes, path: str, *, _optimize: int = -1
+        ) -> types.CodeType:
+            return memo.compiled(
+                memo.key("module", str(_optimize), data),
+                path,
+                lambda: plain_source_to_code(loader, data, path, _optimize=_optimize),
+            )
+
+        loader_class.source_to_code = source_to_code  # type: ignore[assignment,method-assign]
+        rewrite = sys.modules.get("_pytest.assertion.rewrite")
+        if rewrite is None:
+            return
+        plain_rewrite_test = rewrite._rewrite_test
+        version = sys.modules["pytest"].__version__
+
+        def _rewrite_test(fn: Path, config: Any) -> tuple[bytes, types.CodeType]:
+            source = fn.read_bytes()
+            hook = repr(config.getini("enable_assertion_pass_hook"))
+            key = memo.key("rewrite", version, hook, source)
+            code = memo.compiled(key, str(fn), lambda: plain_rewrite_test(fn, config)[1])
+            return importlib.util.source_hash(source), code
+
+        rewrite._rewrite_test = _rewrite_test  # type: ignore[attr-defined]
 
 
 def _run_tool(tool: str, args: list[str]) -> None:
@@ -182,8 +286,11 @@ def _wait(pid: int, timeout: float) -> tuple[int, bool]:
     return os.waitstatus_to_exitcode(status), timed_out
 
 
-def serve(tools: list[str]) -> None:
+def serve(tools: list[str], memo: Path | None = None) -> None:
     preload(tools)
+    if memo is not None:
+        memo.mkdir(parents=True, exist_ok=True)
+        CodeMemo(memo).install()
     # The preloaded objects stay out of the children's collections: without this,
     # every full collection in a child walks them all (and copies the pages it
     # touches), which made a Zensical build 0.2 s slower with pytest and mypy loaded.
@@ -213,4 +320,4 @@ def serve(tools: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1].split(","))
+    serve(sys.argv[1].split(","), Path(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -23,6 +23,7 @@ from tests.conftest import run_in
 from tests.matrix import (
     DOCS_STUB,
     PACKAGE,
+    ROOT,
     Combination,
     docs_link_forms_problems,
     docs_page_keys,
@@ -578,3 +579,79 @@ def test_skeletons_spare_the_tutorial_a_run_per_family(
     )
     assert keys[0]["test_docs_examples.py::index.md"] == keys[1]["test_docs_examples.py::index.md"]
     assert keys[0]["test_package.py"] != keys[1]["test_package.py"]
+
+
+MEMO_CHECK = """\
+import sys
+import warnings
+from importlib.machinery import SourceFileLoader
+from pathlib import Path
+
+sys.path.insert(0, sys.argv[1])
+from preloaded import CodeMemo, preload
+
+preload(["pytest"])
+from _pytest.assertion import rewrite
+
+plain_rewrite = rewrite._rewrite_test
+memo = CodeMemo(Path(sys.argv[2]))
+memo.folder.mkdir()
+memo.install()
+
+
+class Config:
+    def getini(self, name):
+        assert name == "enable_assertion_pass_hook", name
+        return False
+
+
+def filenames(code):
+    found = {code.co_filename}
+    for const in code.co_consts:
+        if hasattr(const, "co_filename"):
+            found |= filenames(const)
+    return found
+
+
+def through_memo(path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = SourceFileLoader(path.stem, str(path)).get_code(path.stem)
+        rewritten = rewrite._rewrite_test(path, Config())[1]
+    return code, rewritten, [str(w.message) for w in caught]
+
+
+first, second = Path(sys.argv[3]), Path(sys.argv[4])
+names = sorted(p.relative_to(first) for p in first.rglob("*.py"))
+kept = []
+for root in (first, second):
+    for name in names:
+        path = root / name
+        code, rewritten, caught = through_memo(path)
+        source = path.read_bytes()
+        plain = compile(source, str(path), "exec", dont_inherit=True)
+        assert code == plain and filenames(code) == {str(path)}, path
+        plain_rewritten = plain_rewrite(path, Config())[1]
+        assert rewritten == plain_rewritten and filenames(rewritten) == {str(path)}, path
+        assert caught == [] or name.stem == "warns", (path, caught)
+        if name.stem == "warns":
+            assert len(caught) == 2, caught  # the escape, and the tuple assert
+    kept.append(sorted(memo.folder.iterdir()))
+assert kept[0] == kept[1], "the second copy compiled something again"
+assert len(kept[0]) == 2 * (len(names) - 1), len(kept[0])
+print(len(names))
+"""
+
+
+def test_memoised_code_is_what_a_plain_compile_makes(
+    render: Callable[[Combination], Path], tmp_path: Path
+) -> None:
+    """Every module of a render, compiled and rewritten through ``CodeMemo`` at a second path."""
+    first = shutil.copytree(render(Combination(ALL, True, True)), tmp_path / "first")
+    (first / "warns.py").write_text('PATTERN = "\\\\d"\nassert (PATTERN, "a tuple")\n')
+    second = shutil.copytree(first, tmp_path / "second")
+    memo = str(tmp_path / "memo")
+    check = [sys.executable, "-c", MEMO_CHECK, str(ROOT / "tests"), memo, str(first), str(second)]
+    result = run_in(tmp_path, check, 300)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) > 30
