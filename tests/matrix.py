@@ -163,7 +163,12 @@ def registry_keys(chosen: str | None = None) -> tuple[str, ...]:
 
 
 def full_matrix(keys: tuple[str, ...] | None = None) -> list[Combination]:
-    """Every subset of resources x async_support x docs, then the other choices."""
+    """The other choices, then every subset of resources x async_support x docs.
+
+    The other choices come first: the newer floors' combinations run every suite
+    on their own interpreter, half a minute each, which at the end of the run left
+    one worker waiting for the other.
+    """
     keys = keys if keys is not None else registry_keys()
     combos = [
         Combination(subset, async_support, docs)
@@ -171,7 +176,7 @@ def full_matrix(keys: tuple[str, ...] | None = None) -> list[Combination]:
         for async_support in (False, True)
         for docs in (True, False)  # the docs twin first: its mypy run settles both
     ]
-    return combos + _other_choices(keys)
+    return _other_choices(keys) + combos
 
 
 def sample_matrix(keys: tuple[str, ...] | None = None) -> list[Combination]:
