@@ -4,7 +4,8 @@
     python3 -m uv run python -m tests.benchmark --growth    # and the 6- and 7-resource cuts
 
 Each run is ``pytest tests/test_matrix.py`` in a process of its own, from an empty
-ledger, with the workers given by ``-n`` (default 2).  It prints the combinations,
+ledger, with the workers given by ``-n`` (default ``auto``, as ``pytest`` runs:
+two per core).  It prints the combinations,
 the distinct checks run per kind (the ledger's records), wall time, CPU time of
 the whole process tree, its peak memory (the sum of the proportional set sizes
 of every process of the run, sampled every 0.2 s), and the wall time each kind of work
@@ -256,7 +257,9 @@ def profile_renders(count: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", "--workers", default="2", help="xdist workers (default 2)")
+    parser.add_argument(
+        "-n", "--workers", default="auto", help="xdist workers (default auto: two per core)"
+    )
     parser.add_argument(
         "--growth", action="store_true", help="also run the matrix cut to 6 and 7 resources"
     )
