@@ -37,6 +37,8 @@ class Resource:
     """Extra public names present only when ``async_support`` is chosen."""
     summary: str
     """One line for the README, the docs and the questionnaire help."""
+    benchmark_server: str = ""
+    """The loopback server its overhead scenario talks to (``benchmarks/loopback.py``)."""
 
     def names(self, *, async_support: bool) -> tuple[str, ...]:
         """Return the public names of the module for the given ``async_support``."""
@@ -67,6 +69,7 @@ RESOURCES: tuple[Resource, ...] = (
         exports=("TCPClient", "TCPServer"),
         async_exports=("AsyncTCPClient", "AsyncTCPServer"),
         summary="TCP connections and listening servers that close every socket they made.",
+        benchmark_server="tcp",
     ),
     Resource(
         key="http",
@@ -75,6 +78,7 @@ RESOURCES: tuple[Resource, ...] = (
         exports=("ManagedResponse",),
         async_exports=("AsyncManagedResponse",),
         summary="urllib responses, error bodies included, closed on every path.",
+        benchmark_server="http",
     ),
     Resource(
         key="lock",

@@ -304,6 +304,7 @@ class ResourceContext(ContextHook):
         selected = [resource for resource in registry.RESOURCES if resource.key in chosen]
         context["registry"] = registry.RESOURCES
         context["selected_resources"] = selected
+        context["benchmark_servers"] = [r.benchmark_server for r in selected if r.benchmark_server]
         context["public_names"] = [
             name for resource in selected for name in resource.names(async_support=async_support)
         ]

@@ -144,7 +144,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     workers on this two-core machine, 255 s with three and 230 s with four.
     """
     del config
-    return 2 * len(os.sched_getaffinity(0))
+    if hasattr(os, "sched_getaffinity"):  # the cores this process may run on (Linux)
+        return 2 * len(os.sched_getaffinity(0))
+    return 2 * (os.cpu_count() or 1)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -231,6 +231,8 @@ def expected_files(combo: Combination) -> set[str]:
     files |= {"tests/test_helpers.py", "tests/test_testing.py"}
     if combo.resources:
         files.add("tests/test_stress.py")  # the stress tier (pytest -m stress)
+    if any(registry.BY_KEY[key].benchmark_server for key in combo.resources):
+        files.add("benchmarks/loopback.py")  # the benchmark's server child
     if combo.license != "none":
         files.add("LICENSE")
     if combo.docs:
@@ -360,7 +362,8 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     imports) reads every file of the project, but only for conflict markers and
     ``*.rej`` files, which no render holds (``tests/test_update_layout.py`` checks
     the template's files).  ``test_package.py`` imports the package itself,
-    so its key covers every module, and it runs ``benchmarks/overhead.py``.
+    so its key covers every module, and it runs ``benchmarks/overhead.py`` (and
+    ``benchmarks/loopback.py``, its server child), so the key covers them too.
     ``test_docs_examples.py`` is keyed page by page (``_docs_example_keys``).
     """
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
@@ -381,8 +384,8 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
         extra: list[bytes | str] = []
         if test.name == "test_package.py" or "__init__" in imported:
             imported = set(modules)
-            # test_package.py also runs the overhead benchmark.
-            extra.append((project / "benchmarks" / "overhead.py").read_bytes())
+            # test_package.py also runs the overhead benchmark, and its server child.
+            extra += [path.read_bytes() for path in sorted((project / "benchmarks").glob("*.py"))]
         if test.name == DOCS_EXAMPLES:
             keys |= _docs_example_keys(project, shared, source, modules)
             continue
