@@ -400,7 +400,8 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
 
 DOCS_EXAMPLES = "test_docs_examples.py"
 _PACKAGE_IMPORT = re.compile(rf"\b(?:from|import)\s+{PACKAGE}(?:\.(\w+))?\b")
-_FENCE = re.compile(r"^ *(```+|~~~+) *([\w-]*)", re.MULTILINE)
+FENCE = re.compile(r"^ *(```+|~~~+) *([\w-]*)", re.MULTILINE)
+"""The generated ``test_docs_examples.py``'s own ``FENCE`` (the harness checks they agree)."""
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _MARKERS = ("```", "~~~", "<!--", "-->")
 _READS_POSITION = re.compile(
@@ -425,7 +426,7 @@ def example_skeleton(text: str) -> str:
     """
     spans = [match.span() for match in _COMMENT.finditer(text)]
     opening: re.Match[str] | None = None
-    for match in _FENCE.finditer(text):
+    for match in FENCE.finditer(text):
         if opening is None:
             opening = match
         elif match.group(1).startswith(opening.group(1)) and not match.group(2):

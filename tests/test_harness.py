@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import run_in
 from tests.matrix import (
     DOCS_STUB,
+    FENCE,
     PACKAGE,
     ROOT,
     Combination,
@@ -550,6 +551,8 @@ def test_a_pages_skeleton_holds_every_example(
     checked = 0
     for combo in (Combination(ALL, True, True), Combination(ALL[3:5], False, True)):
         project = shutil.copytree(render(combo), tmp_path / combo.id)
+        generated = (project / "tests" / "test_docs_examples.py").read_text(encoding="utf-8")
+        assert f'FENCE = re.compile(r"{FENCE.pattern}", re.MULTILINE)' in generated
         arguments = []
         for page in sorted((project / "docs").rglob("*.md")):
             text = page.read_text(encoding="utf-8")
@@ -635,7 +638,7 @@ for root in (first, second):
         assert rewritten == plain_rewritten and filenames(rewritten) == {str(path)}, path
         assert caught == [] or name.stem == "warns", (path, caught)
         if name.stem == "warns":
-            assert len(caught) == 2, caught  # the escape, and the tuple assert
+            assert len(caught) == 2, caught  # the tuple assert: compile's, pytest's
     kept.append(sorted(memo.folder.iterdir()))
 assert kept[0] == kept[1], "the second copy compiled something again"
 assert len(kept[0]) == 2 * (len(names) - 1), len(kept[0])
