@@ -229,8 +229,8 @@ def expected_files(combo: Combination) -> set[str]:
         files.discard(".github/workflows/docs.yml")
     files |= {f"src/{PACKAGE}/{module}.py" for module in registry.CORE_MODULES}
     files |= {"tests/test_helpers.py", "tests/test_testing.py"}
-    if combo.resources:
-        files.add("tests/test_stress.py")  # the stress tier (pytest -m stress)
+    if combo.resources:  # the stress tier (pytest -m stress)
+        files |= {f"tests/stress/{name}.py" for name in ("__init__", "conftest", "toolkit")}
     if any(registry.BY_KEY[key].benchmark_server for key in combo.resources):
         files.add("benchmarks/loopback.py")  # the benchmark's server child
     if combo.license != "none":
@@ -242,6 +242,7 @@ def expected_files(combo: Combination) -> set[str]:
     for key in combo.resources:
         module = registry.BY_KEY[key].module
         files |= {f"src/{PACKAGE}/{module}.py", f"tests/test_{module}.py"}
+        files.add(f"tests/stress/test_{module}.py")
         if combo.docs:
             files.add(f"docs/resources/{module}.md")
     return files
@@ -365,6 +366,9 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     so its key covers every module, and it runs ``benchmarks/overhead.py`` (and
     ``benchmarks/loopback.py``, its server child), so the key covers them too.
     ``test_docs_examples.py`` is keyed page by page (``_docs_example_keys``).
+    A test file in a folder of its own (``stress/``) is also keyed by the other
+    modules of that folder (its ``__init__.py``, ``conftest.py`` and the
+    ``toolkit`` it imports) and the package modules they import.
     """
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
     src = project / "src" / PACKAGE
@@ -378,10 +382,16 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
         *(modules[name] for name in always),
     )
     keys: dict[str, str] = {}
-    for test in sorted((project / "tests").glob("test_*.py")):
+    tests = project / "tests"
+    for test in sorted([*tests.glob("test_*.py"), *tests.glob("*/test_*.py")]):
         source = test.read_bytes()
         imported = set(_imported_package_modules(source))
         extra: list[bytes | str] = []
+        if test.parent != tests:
+            for support in sorted(test.parent.glob("*.py")):
+                if not support.name.startswith("test_"):
+                    extra += [support.name, support.read_bytes()]
+                    imported |= _imported_package_modules(support.read_bytes())
         if test.name == "test_package.py" or "__init__" in imported:
             imported = set(modules)
             # test_package.py also runs the overhead benchmark, and its server child.
@@ -389,7 +399,7 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
         if test.name == DOCS_EXAMPLES:
             keys |= _docs_example_keys(project, shared, source, modules)
             continue
-        keys[test.name] = digest(
+        keys[test.relative_to(tests).as_posix()] = digest(
             shared,
             source,
             *extra,

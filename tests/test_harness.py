@@ -382,7 +382,8 @@ def test_docs_page_keys_follow_links(render: Callable[[Combination], Path], tmp_
     project = shutil.copytree(render(Combination(("lock", "file"), True, True)), tmp_path / "p")
     docs = project / "docs"
     tutorial, files = docs / "tutorial.md", docs / "resources" / "files.md"
-    tutorial.write_text(tutorial.read_text(encoding="utf-8") + "\n[a](resources/files.md#x)\n")
+    links = "\n[a](resources/files.md#x)\n[b](resources/locks.md)\n"
+    tutorial.write_text(tutorial.read_text(encoding="utf-8") + links)
     before = docs_page_keys(project)
     files.write_text(files.read_text(encoding="utf-8") + "\nMore.\n")
     after = docs_page_keys(project)
@@ -390,7 +391,7 @@ def test_docs_page_keys_follow_links(render: Callable[[Combination], Path], tmp_
         "docs/tutorial.md",  # it links to an anchor of the page
         "docs/resources/files.md",
     }
-    (docs / "resources" / "locks.md").unlink()  # the tutorial links to it plainly
+    (docs / "resources" / "locks.md").unlink()  # the tutorial now links to it plainly
     gone = docs_page_keys(project)
     assert gone["docs/tutorial.md"] != after["docs/tutorial.md"]
     assert gone["docs/resources/files.md"] == after["docs/resources/files.md"]
@@ -474,6 +475,17 @@ def test_test_file_keys_change_with_every_input(
     """Each generated test file's key covers what ``keys_of_test_files`` says it reads."""
     project = shutil.copytree(render(Combination(ALL, True, False)), tmp_path / "p")
     before = keys_of_test_files(project)
+    tests = project / "tests"
+    every_test = {path.relative_to(tests).as_posix() for path in tests.rglob("test_*.py")}
+    assert set(before) == every_test
+    stress = {name for name in before if name.startswith("stress/")}
+    assert len(stress) == len(registry.RESOURCES)
+    for name in ("tests/stress/__init__.py", "tests/stress/conftest.py", "tests/stress/toolkit.py"):
+        original = (project / name).read_bytes()
+        _changed(project, name)
+        after = keys_of_test_files(project)
+        assert {test for test in before if after[test] != before[test]} == stress, name
+        (project / name).write_bytes(original)
     core = [f"src/{PACKAGE}/{module}.py" for module in registry.CORE_MODULES]
     shared = ["tests/conftest.py", "tests/test_update_leftovers.py", *core]
     for name in shared:
@@ -485,8 +497,7 @@ def test_test_file_keys_change_with_every_input(
     _changed(project, f"src/{PACKAGE}/files.py")
     after = keys_of_test_files(project)
     changed = {test for test in before if after[test] != before[test]}
-    assert {"test_files.py", "test_package.py", "test_stress.py"} <= changed
-    assert "test_sqlite.py" not in changed
+    assert changed == {"test_files.py", "test_package.py", "stress/test_files.py"}
 
 
 def test_docs_examples_are_keyed_page_by_page(

@@ -54,8 +54,9 @@ def test_default_tier_leaves_the_stress_tier_out(
     run_tool: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     project = render(ALL_WITH_ASYNC)
-    files = ["tests/test_stress.py", "tests/test_package.py"]
+    files = ["tests/stress", "tests/test_package.py"]
     collect = ["-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files]
     result = run_tool(project, "python", *collect)
-    assert "test_stress.py" not in result.stdout
+    assert "test_package.py" in result.stdout
+    assert "stress/" not in result.stdout
     assert re.search(r"\d+ deselected", result.stdout), result.stdout[-2000:]

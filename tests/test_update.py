@@ -255,10 +255,11 @@ def test_toggling_async_and_docs(tmp_path: Path, check_project: Callable[[Path],
         kept[module(project, name)] = [user_function(function), f'    "{function}",\n']
     helper = module(project, "helpers")
     kept[helper] = [append_text(helper, user_function("user_helpers_helper"))]
-    for name in ("test_files", "test_locks", "test_helpers"):
+    for name in ("test_files", "test_locks", "test_helpers", "stress/test_files"):
         test_file = project / "tests" / f"{name}.py"
+        function = f"{name.replace('/', '_')}_by_user"
         kept[test_file] = [
-            append_text(test_file, f"\n\ndef {name}_by_user() -> None:\n    assert True\n")
+            append_text(test_file, f"\n\ndef {function}() -> None:\n    assert True\n")
         ]
     readme = project / "README.md"
     kept[readme] = [append_text(readme, "\n## Our notes\n\nKept by updates.\n")]

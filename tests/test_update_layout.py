@@ -170,6 +170,9 @@ def test_modules_users_extend_end_with_the_code_marker(
     modules = [resource.module for resource in registry.RESOURCES] + ["helpers"]
     paths = [project / "src" / PACKAGE / f"{name}.py" for name in modules]
     paths += [project / "tests" / f"test_{name}.py" for name in modules]
+    stress = project / "tests" / "stress"
+    paths += [stress / "conftest.py", stress / "toolkit.py"]
+    paths += [stress / f"test_{name}.py" for name in modules[:-1]]
     for path in paths:
         text = path.read_text(encoding="utf-8")
         assert text.endswith(f"\n\n\n{CODE_MARKER}"), path.name

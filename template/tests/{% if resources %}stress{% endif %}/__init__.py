@@ -1,0 +1,8 @@
+"""The stress tier: crashes, real interrupts, random misuse and load.
+
+Slow by design, and so deselected by default: ``uv run pytest -m stress`` runs it.
+One module per resource; ``toolkit`` holds what they share.  Each test prints its
+figures (kills survived, interrupts landed, random sequences run, load held) in a
+"stress figures" section at the end of the run.  ``STRESS_SEED=<seed>`` replays
+the random delays of a run.
+"""
