@@ -49,7 +49,7 @@ def _load_registry() -> ModuleType:
 registry = _load_registry()
 
 MAX_PACKAGE_NAME = 20
-RESERVED_PACKAGE_NAMES = frozenset({"test", "tests", "src", "docs", "setup", "site"})
+RESERVED_PACKAGE_NAMES = frozenset({"test", "tests", "src", "docs", "setup", "site", "stress"})
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!>])")
 _MARKDOWN_LINE_START = re.compile(r"^(\d+)([.)])|^([-+])")
 _TOML_ESCAPES = {

@@ -59,6 +59,7 @@ def copy(template: Path, destination: Path, **data: Any) -> Path:
         ({"package_name": "a" * 21}, "is 21 characters long; at most 20"),
         ({"package_name": "test"}, "is reserved"),
         ({"package_name": "tests"}, "is reserved"),
+        ({"package_name": "stress"}, "is reserved"),
         ({"package_name": ""}, "must not be empty"),
         ({"project_name": "   "}, "project_name must not be empty"),
         ({"author_name": ""}, "author_name must not be empty"),
