@@ -383,15 +383,15 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     )
     keys: dict[str, str] = {}
     tests = project / "tests"
+    folders = {folder: _support_modules(folder) for folder in tests.glob("*/")}
     for test in sorted([*tests.glob("test_*.py"), *tests.glob("*/test_*.py")]):
         source = test.read_bytes()
         imported = set(_imported_package_modules(source))
         extra: list[bytes | str] = []
         if test.parent != tests:
-            for support in sorted(test.parent.glob("*.py")):
-                if not support.name.startswith("test_"):
-                    extra += [support.name, support.read_bytes()]
-                    imported |= _imported_package_modules(support.read_bytes())
+            support, support_imports = folders[test.parent]
+            extra += support
+            imported |= support_imports
         if test.name == "test_package.py" or "__init__" in imported:
             imported = set(modules)
             # test_package.py also runs the overhead benchmark, and its server child.
@@ -406,6 +406,19 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
             *(name.encode() + modules[name] for name in sorted(imported & set(modules))),
         )
     return keys
+
+
+def _support_modules(folder: Path) -> tuple[list[bytes | str], frozenset[str]]:
+    """A test folder's modules other than its tests, by name and bytes, and the
+    package modules they import."""
+    named: list[bytes | str] = []
+    imported: set[str] = set()
+    for support in sorted(folder.glob("*.py")):
+        if not support.name.startswith("test_"):
+            source = support.read_bytes()
+            named += [support.name, source]
+            imported |= _imported_package_modules(source)
+    return named, frozenset(imported)
 
 
 DOCS_EXAMPLES = "test_docs_examples.py"
