@@ -1,15 +1,17 @@
 """The resource registry: the single source of truth for what a resource is.
 
-Adding a resource means one entry in ``RESOURCES`` plus three templates, named after
+Adding a resource means one entry in ``RESOURCES`` plus four templates, named after
 the entry's ``module`` (``IF`` stands for ``{% if '<key>' in resources %}``):
 
 * ``template/src/{{ package_name }}/IF<module>.py{% endif %}.jinja``
 * ``template/tests/IFtest_<module>.py{% endif %}.jinja``
+* ``template/tests/{% if resources %}stress{% endif %}/IFtest_<module>.py{% endif %}.jinja``
 * ``template/{% if docs %}docs{% endif %}/resources/IF<module>.md{% endif %}.jinja``
 
 ``copier.yml`` must offer the entry's ``key`` with its ``title`` as a choice of the
 ``resources`` question; ``tests/test_registry.py`` keeps the two in agreement and checks
-the three templates exist.
+the four templates exist. ``docs/adding-a-resource.md`` lists every other file a new
+resource touches.
 
 This module has no third-party imports: the Copier extension (``template.py``) and the
 template's own tests both load it.

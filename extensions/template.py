@@ -305,6 +305,7 @@ class ResourceContext(ContextHook):
         context["registry"] = registry.RESOURCES
         context["selected_resources"] = selected
         context["benchmark_servers"] = [r.benchmark_server for r in selected if r.benchmark_server]
+        context["async_classes"] = async_support and any(r.async_exports for r in selected)
         context["public_names"] = [
             name for resource in selected for name in resource.names(async_support=async_support)
         ]

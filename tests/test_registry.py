@@ -32,7 +32,7 @@ def test_copier_choices_match_the_registry() -> None:
 
 
 @pytest.mark.parametrize("resource", registry.RESOURCES, ids=lambda r: r.key)
-def test_each_resource_has_its_three_templates(resource: registry.Resource) -> None:
+def test_each_resource_has_its_four_templates(resource: registry.Resource) -> None:
     condition = f"{{% if '{resource.key}' in resources %}}"
     expected = [
         TEMPLATE
@@ -41,12 +41,45 @@ def test_each_resource_has_its_three_templates(resource: registry.Resource) -> N
         / f"{condition}{resource.module}.py{{% endif %}}.jinja",
         TEMPLATE / "tests" / f"{condition}test_{resource.module}.py{{% endif %}}.jinja",
         TEMPLATE
+        / "tests"
+        / "{% if resources %}stress{% endif %}"
+        / f"{condition}test_{resource.module}.py{{% endif %}}.jinja",
+        TEMPLATE
         / "{% if docs %}docs{% endif %}"
         / "resources"
         / f"{condition}{resource.module}.md{{% endif %}}.jinja",
     ]
     missing = [str(path.relative_to(ROOT)) for path in expected if not path.is_file()]
     assert missing == []
+
+
+@pytest.mark.parametrize("resource", registry.RESOURCES, ids=lambda r: r.key)
+def test_each_resource_page_has_its_api_reference(resource: registry.Resource) -> None:
+    page = (
+        TEMPLATE
+        / "{% if docs %}docs{% endif %}"
+        / "resources"
+        / f"{{% if '{resource.key}' in resources %}}{resource.module}.md{{% endif %}}.jinja"
+    )
+    reference = f"::: {{{{ package_name }}}}.{resource.module}"
+    lines = page.read_text(encoding="utf-8").splitlines()
+    assert reference in lines, f"{page.name} has no line {reference!r}"
+
+
+@pytest.mark.parametrize("resource", registry.RESOURCES, ids=lambda r: r.key)
+def test_each_resource_has_its_benchmark_scenario_and_figures(
+    resource: registry.Resource,
+) -> None:
+    benchmark = (TEMPLATE / "benchmarks" / "overhead.py.jinja").read_text(encoding="utf-8")
+    assert f"if '{resource.key}' in resources %}}" in benchmark
+    assert f'yield "{resource.key}", ' in benchmark, (
+        f"benchmarks/overhead.py.jinja has no scenario for {resource.key!r}"
+    )
+    index = TEMPLATE / "{% if docs %}docs{% endif %}" / "index.md.jinja"
+    assert f'"{resource.key}": (' in index.read_text(encoding="utf-8"), (
+        f"the docs home page has no figures for {resource.key!r}: measure them with "
+        "benchmarks/overhead.py in a project rendered with docs=false"
+    )
 
 
 def test_no_template_file_belongs_to_an_unknown_resource() -> None:
@@ -81,6 +114,11 @@ def test_interface_question_names() -> None:
 
 def test_readme_lists_every_resource() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    question = next(line for line in readme.splitlines() if line.startswith("| `resources` |"))
+    choices = re.findall(r"`([a-z]+)`", question.split("|")[2])
+    assert choices == [resource.key for resource in registry.RESOURCES], (
+        "the `resources` row of README.md's Questions table must list every key, in order"
+    )
     for resource in registry.RESOURCES:
         row = f"| `{resource.key}` | `{resource.module}` | "
         assert row in readme, f"README.md has no row for {resource.key!r}"
