@@ -244,6 +244,54 @@ def _has_conflict_markers(path: Path) -> bool:
     return CONFLICT_START.encode() in marker and CONFLICT_END.encode() in marker
 
 
+def renamed_package_problem(name: object, project: object, answers_file: object) -> str:
+    """Refuse a ``package_name`` other than the one the project's answers record.
+
+    An update would render the package under the new name and delete the old
+    one, with every line added to it.  A new project records none: ``""``.
+    """
+    import yaml  # Copier's own dependency
+
+    try:
+        text = (Path(str(project)) / str(answers_file)).read_text(encoding="utf-8")
+        recorded = yaml.safe_load(text)
+    except (OSError, yaml.YAMLError):
+        return ""
+    old = recorded.get("package_name") if isinstance(recorded, dict) else None
+    if not isinstance(old, str) or old == name:
+        return ""
+    return (
+        f"package_name was {old!r} when this project was generated: an update to "
+        f"{name!r} would delete src/{old}/ with the code you added to it. To rename the "
+        f"package, move it yourself (git mv src/{old} src/{name}, then fix the imports), "
+        f"set package_name: {name} in {answers_file}, commit, and update again."
+    )
+
+
+def update_deletions(project: object) -> list[str]:
+    """Files that the update deleted from *project*, as git sees them, sorted.
+
+    The update starts from a clean tree, so a deletion not yet committed is the
+    update's: a file of a resource, or of the docs, that the answers no longer
+    generate, or one the template no longer has.  Copier deletes such a file even
+    if you edited it.  Used by ``_message_after_update``; runs ``git status``,
+    which reads.
+    """
+    import subprocess
+
+    try:
+        status = subprocess.run(
+            ["git", "status", "--porcelain=v1", "-z", "--no-renames"],
+            cwd=str(project),
+            capture_output=True,
+            check=True,
+        ).stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    entries = [entry for entry in status.split("\0") if len(entry) > 3]
+    return sorted(entry[3:] for entry in entries if "D" in entry[:2])
+
+
 def update_leftovers(project: object) -> list[str]:
     """Files of *project* that an update left unresolved, sorted.
 
@@ -272,6 +320,7 @@ class NamingFilters(Extension):
         super().__init__(environment)
         environment.filters.update(
             package_name_problem=package_name_problem,
+            renamed_package_problem=renamed_package_problem,
             email_problem=email_problem,
             copyright_year_problem=copyright_year_problem,
             to_package_name=to_package_name,
@@ -297,6 +346,7 @@ class ResourceContext(ContextHook):
             raise UserMessageError(problem)
         conf = context.get("_copier_conf") or {}
         context["update_leftovers"] = lambda: update_leftovers(conf["dst_path"])
+        context["update_deletions"] = lambda: update_deletions(conf["dst_path"])
         chosen = context.get("resources") or []
         if isinstance(chosen, str):
             chosen = [chosen]

@@ -233,8 +233,12 @@ def test_dropping_a_resource(tmp_path: Path, check_project: Callable[[Path], Non
         project / "docs" / "resources" / "locks.md",
     ):
         assert not gone.exists(), gone
-    # Copier deletes a dropped module even if the user edited it; git still has it.
+    # Copier deletes a dropped module even if the user edited it; git still has it,
+    # and the closing message names every deleted file.
     assert locks_function in git(project, "show", f"HEAD:src/{PACKAGE}/locks.py")
+    deleted = result.stderr[result.stderr.index("DELETED:") :]
+    for name in (f"src/{PACKAGE}/locks.py", "tests/test_locks.py", "docs/resources/locks.md"):
+        assert f"\n  {name}\n" in deleted, deleted
     assert "TimedLock" not in module(project, "__init__").read_text(encoding="utf-8")
     assert "locks" not in (project / "mkdocs.yml").read_text(encoding="utf-8")
     assert_user_code_kept(project, {module(project, "files"): [user_function(function)]})
@@ -467,6 +471,23 @@ def test_update_refuses_a_dirty_tree(tmp_path: Path) -> None:
     assert git(project, "status", "--porcelain") == " M README.md\n"
     assert readme.read_text(encoding="utf-8").endswith(uncommitted)
     assert answers(project)["_commit"] == "v1.0.0"
+
+
+def test_update_refuses_to_rename_the_package(tmp_path: Path) -> None:
+    """A new package_name would delete the package with the user's code: refused."""
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v1.0.0")
+    project = copy_project(template, tmp_path / "project", resources=["lock"])
+    function = add_user_function(project, "locks")
+    commit_all(project, "User edits")
+
+    result = update(project, "--defaults", "--data", "package_name=renamed", check=False)
+
+    assert result.returncode == 1
+    assert f"package_name was {PACKAGE!r} when this project was generated" in result.stderr
+    assert f"git mv src/{PACKAGE} src/renamed" in result.stderr
+    assert git(project, "status", "--porcelain") == ""
+    assert_user_code_kept(project, {module(project, "locks"): [user_function(function)]})
 
 
 BASELINE = "62a75d1"
