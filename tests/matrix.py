@@ -697,6 +697,25 @@ DOCS_STUB = "# Checked elsewhere\n"
 """What a page whose key has passed becomes in a reduced docs build."""
 
 
+_MYPY_SECONDS = itertools.count(1_000_000_000)
+
+
+def give_distinct_mtimes(project: Path) -> None:
+    """Give *project*'s Python files a whole-second mtime no other call gave.
+
+    The premise of the mypy caches shared by the renders (``mypy_caches``):
+    mypy takes a module as unchanged when its size, whole-second mtime and
+    relative path match its cache entry, without reading it.  Two renders made
+    in the same second then passed a module for the other's when their sizes
+    matched (an ``__init__.py`` importing other modules: 2 failures in one full
+    run).  With an mtime of its own, each module is hashed, and re-checked if it
+    changed.  ``tests/test_harness.py`` checks the stamps.
+    """
+    second = next(_MYPY_SECONDS)
+    for path in project.rglob("*.py"):
+        os.utime(path, (second, second))
+
+
 def reduce_docs_tree(project: Path, pending: set[str]) -> set[str]:
     """Stub out every page of *project*'s docs but *pending* and what they need; return those kept.
 

@@ -29,6 +29,7 @@ from tests.matrix import (
     docs_link_forms_problems,
     docs_page_keys,
     example_skeleton,
+    give_distinct_mtimes,
     keys_of_test_files,
     mypy_key,
     mypy_keys_settled,
@@ -671,3 +672,14 @@ def test_memoised_code_is_what_a_plain_compile_makes(
     result = run_in(tmp_path, check, 300)
     assert result.returncode == 0, result.stderr
     assert int(result.stdout) > 30
+
+
+def test_each_render_gets_mtimes_of_its_own_for_mypy(tmp_path: Path) -> None:
+    """Equal sizes and equal whole-second mtimes would pass one module for another."""
+    projects = [tmp_path / "first", tmp_path / "second"]
+    for project in projects:
+        (project / "src").mkdir(parents=True)
+        (project / "src" / "module.py").write_text("x = 1\n", encoding="utf-8")
+        give_distinct_mtimes(project)
+    seconds = {int((project / "src" / "module.py").stat().st_mtime) for project in projects}
+    assert len(seconds) == 2

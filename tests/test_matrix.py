@@ -24,6 +24,7 @@ from tests.matrix import (
     docs_link_forms_problems,
     docs_page_keys,
     expected_files,
+    give_distinct_mtimes,
     import_purity_problems,
     init_problems,
     jinja_leftovers,
@@ -106,6 +107,7 @@ def test_types_strict(
     settled = mypy_keys_settled(project)  # its own key first
     if ledger.passed("mypy", settled[0]):
         return
+    give_distinct_mtimes(project)
     run_preloaded(project, "mypy", "--cache-dir", str(mypy_caches(combo)))
     for key in settled:
         ledger.record("mypy", key)
