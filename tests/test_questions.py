@@ -258,6 +258,26 @@ def test_free_text_lands_intact_in_license(tricky_project: Path) -> None:
 
 
 @pytest.mark.slow
+def test_shortest_package_name_passes_lint(
+    tmp_path: Path,
+    template_snapshot: Path,
+    run_tool: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    # The matrix renders one name; a line that fits 88 columns only with a short
+    # one is joined by the formatter, so `ruff format --check` fails there alone.
+    project = copy(
+        template_snapshot,
+        tmp_path,
+        package_name="p",
+        resources=[r.key for r in registry.RESOURCES],
+        async_support=True,
+        docs=True,
+    )
+    run_tool(project, "ruff", "check", "--no-cache", ".")
+    run_tool(project, "ruff", "format", "--no-cache", "--check", ".")
+
+
+@pytest.mark.slow
 def test_tricky_project_passes_lint_and_types(
     tricky_project: Path, run_tool: Callable[..., subprocess.CompletedProcess[str]]
 ) -> None:
