@@ -86,7 +86,7 @@ RESOURCES: tuple[Resource, ...] = (
         key="lock",
         title="Locks (acquire with a timeout)",
         module="locks",
-        exports=("TimedLock",),
+        exports=("TimedLock", "ReusableTimedLock"),
         async_exports=("AsyncTimedLock",),
         summary="Lock, RLock and Semaphore acquired with a timeout and always released.",
     ),

@@ -205,7 +205,13 @@ def test_adding_a_resource(tmp_path: Path, check_project: Callable[[Path], None]
     assert (project / "tests" / "test_locks.py").is_file()
     assert (project / "docs" / "resources" / "locks.md").is_file()
     assert "resources/locks.md" in (project / "mkdocs.yml").read_text(encoding="utf-8")
-    assert exported_names(init) == ["AtomicWriter", "ManagedFile", "TimedLock", "__version__"]
+    assert exported_names(init) == [
+        "AtomicWriter",
+        "ManagedFile",
+        "ReusableTimedLock",
+        "TimedLock",
+        "__version__",
+    ]
     assert_user_code_kept(
         project,
         {module(project, "files"): [user_function(function), f'    "{function}",\n']},
