@@ -314,6 +314,19 @@ def run_in(project: Path, command: list[str], timeout: float) -> subprocess.Comp
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
+def failure_excerpt(output: str, tail: int = 6000, section: int = 12000) -> str:
+    """The last *tail* characters of *output*, after pytest's FAILURES section.
+
+    A failing run's figures (the stress tier prints many) can push the section
+    out of the tail: it is shown first, cut to *section* characters.
+    """
+    start = output.find("= FAILURES =")
+    if start == -1 or start >= len(output) - tail:
+        return output[-tail:]
+    start = output.rfind("\n", 0, start) + 1
+    return f"{output[start : start + section]}\n[...]\n{output[-tail:]}"
+
+
 @pytest.fixture(scope="session")
 def run_tool() -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run a tool of this environment in a project; fail with its output if it fails."""
@@ -328,7 +341,7 @@ def run_tool() -> Callable[..., subprocess.CompletedProcess[str]]:
         if result.returncode != 0:
             pytest.fail(
                 f"{' '.join(command)} failed in {project} (exit {result.returncode}):\n"
-                f"{result.stdout[-6000:]}\n{result.stderr[-3000:]}",
+                f"{failure_excerpt(result.stdout)}\n{result.stderr[-3000:]}",
                 pytrace=False,
             )
         return result

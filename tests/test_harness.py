@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import copier
 import pytest
 
-from tests.conftest import run_in
+from tests.conftest import failure_excerpt, run_in
 from tests.matrix import (
     DOCS_STUB,
     FENCE,
@@ -683,3 +683,13 @@ def test_each_render_gets_mtimes_of_its_own_for_mypy(tmp_path: Path) -> None:
         give_distinct_mtimes(project)
     seconds = {int((project / "src" / "module.py").stat().st_mtime) for project in projects}
     assert len(seconds) == 2
+
+
+def test_a_failed_tools_message_keeps_pytests_failures_section() -> None:
+    figures = "".join(f"figure line {index}\n" for index in range(2000))
+    output = f"..F..\n===== FAILURES =====\n____ test_x ____\nE   the cause\n{figures}"
+    excerpt = failure_excerpt(output)
+    assert "E   the cause" in excerpt
+    assert excerpt.startswith("===== FAILURES =====")
+    assert excerpt.endswith(output[-6000:])
+    assert failure_excerpt("short\n= FAILURES =\nE x\n") == "short\n= FAILURES =\nE x\n"
