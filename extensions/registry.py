@@ -117,14 +117,30 @@ RESOURCES: tuple[Resource, ...] = (
 )
 
 CORE_MODULES: tuple[str, ...] = (
-    "_cleanup",
-    "_resource",
     "errors",
     "helpers",
     "pytest_plugin",
     "testing",
 )
-"""Modules every generated package has, whatever resources are chosen."""
+"""Modules every generated package has, whatever resources are chosen: each names
+the runtime's tools for the package, and takes the owner's additions."""
+
+RUNTIME = "_runtime"
+"""The subpackage shipped verbatim: the same bytes in every render."""
+
+RUNTIME_MODULES: tuple[str, ...] = (
+    "__init__",
+    "_async_resource",
+    "_cleanup",
+    "_resource",
+    "async_helpers",
+    "errors",
+    "helpers",
+    "pytest_plugin",
+    "testing",
+)
+"""The modules of the runtime, which only ever import each other and the
+standard library (and ``psutil`` and ``pytest`` for the test tools)."""
 
 BY_KEY: dict[str, Resource] = {resource.key: resource for resource in RESOURCES}
 
@@ -150,7 +166,7 @@ def check_registry(resources: tuple[Resource, ...] = RESOURCES) -> list[str]:
                 problems.append(f"{resource.key!r}: export {name!r} is also exported by {owner!r}")
             if not name.isidentifier() or name.startswith("_"):
                 problems.append(f"{resource.key!r}: export {name!r} is not a public identifier")
-        if resource.module in CORE_MODULES:
+        if resource.module in (*CORE_MODULES, RUNTIME):
             problems.append(f"{resource.key!r}: module {resource.module!r} is a core module")
         if not resource.exports:
             problems.append(f"{resource.key!r}: exports nothing")

@@ -1,13 +1,9 @@
 """pytest plugin: leak-check a test in one line.
 
-Register it in ``tests/conftest.py``.
+Register it in ``tests/conftest.py`` by the package's ``pytest_plugin`` module,
+which re-exports this one (``pytest_plugins = ["mypackage.pytest_plugin"]``).
 
-Example:
-    ```python
-    pytest_plugins = ["{{ package_name }}.pytest_plugin"]
-    ```
-
-Then any of these runs the test's body inside ``{{ package_name }}.testing.LeakCheck``
+Then any of these runs the test's body inside ``testing.LeakCheck``
 and fails the test, naming what leaked, if the body leaves a file descriptor,
 thread, child process, inet connection, tracked resource or asyncio task open,
 or lets the garbage collector close an object (a ``ResourceWarning``).
@@ -48,7 +44,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from {{ package_name }}.testing import LeakCheck
+from .testing import LeakCheck
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -62,14 +58,14 @@ __all__ = [
 _MARKER = (
     "leak_check(settle=1.0, ignore=(), warmup=None): fail the test if its body "
     "leaves file descriptors, threads, child processes, inet connections, tracked "
-    "resources or asyncio tasks open ({{ package_name }}.testing.LeakCheck)"
+    "resources or asyncio tasks open (testing.LeakCheck)"
 )
-_HOOKS = "{{ package_name }}-leak-check"
+_HOOKS = f"{__name__}-leak-check"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Add ``--leak-check`` and ``--leak-check-settle``."""
-    group = parser.getgroup("{{ package_name }}")
+    group = parser.getgroup("leak-check")
     group.addoption(
         "--leak-check",
         action="store_true",

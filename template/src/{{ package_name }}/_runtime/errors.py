@@ -1,4 +1,4 @@
-"""Exceptions raised by every context manager of {{ package_name }}."""
+"""Exceptions raised by every context manager of the package."""
 
 from __future__ import annotations
 

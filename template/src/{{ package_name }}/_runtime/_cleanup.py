@@ -1,6 +1,6 @@
 """How a failed release is reported: the block's own exception always wins.
 
-Every context manager of {{ package_name }} follows one rule when its release step
+Every context manager built on this runtime follows one rule when its release step
 raises.  The exception raised by the block (the *primary* one) keeps propagating
 unchanged, and the release failure is attached to it as a note
 (``BaseException.add_note``).  Without a primary exception the failure is raised

@@ -1,0 +1,7 @@
+"""The runtime every resource class of the package is built on.
+
+Maintained by the template: this folder is the same in every project made from it,
+and ``copier update`` replaces it.  Change it in the template, not here.  The
+package's own modules (``errors``, ``helpers``, ``testing``, ``pytest_plugin`` and
+one module per resource) import from it; it imports nothing from them.
+"""
