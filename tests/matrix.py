@@ -32,6 +32,9 @@ import registry as registry  # noqa: E402  (extensions/ is not a package)
 import template as template  # noqa: E402  (the Copier extension, for its constants)
 
 PACKAGE = "pkg_under_test"
+RUNTIME_DIR = f"src/{PACKAGE}/{registry.RUNTIME}"
+"""Where a render holds the runtime, which every render gets byte for byte."""
+TEMPLATE_RUNTIME = ROOT / "template" / "src" / "{{ package_name }}" / registry.RUNTIME
 RUNTIME_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 DEFAULT_ANSWERS: dict[str, Any] = {
     "project_name": "Matrix Project",
@@ -228,6 +231,7 @@ def expected_files(combo: Combination) -> set[str]:
     if not combo.docs:
         files.discard(".github/workflows/docs.yml")
     files |= {f"src/{PACKAGE}/{module}.py" for module in registry.CORE_MODULES}
+    files |= {f"{RUNTIME_DIR}/{module}.py" for module in registry.RUNTIME_MODULES}
     files |= {"tests/test_helpers.py", "tests/test_testing.py"}
     if combo.resources:  # the stress tier (pytest -m stress)
         files |= {f"tests/stress/{name}.py" for name in ("__init__", "conftest", "toolkit")}
@@ -352,11 +356,22 @@ def _imported_package_modules(source: bytes) -> frozenset[str]:
     return frozenset(modules)
 
 
+def runtime_files(folder: Path) -> dict[str, bytes]:
+    """The runtime's modules under *folder*, by name, with their bytes."""
+    return {path.name: path.read_bytes() for path in sorted(folder.glob("*.py"))}
+
+
+def runtime_digest(project: Path) -> str:
+    """One digest of a render's runtime: every test and page depends on all of it."""
+    files = runtime_files(project / RUNTIME_DIR)
+    return digest(*(part for name, source in files.items() for part in (name, source)))
+
+
 def keys_of_test_files(project: Path) -> dict[str, str]:
     """Key each test file by everything its outcome can depend on.
 
     That is the test file, ``conftest.py``, the pytest settings and the Python
-    floor, the core modules, and the package modules it imports.  Not included:
+    floor, the core modules and the runtime, and the package modules it imports.  Not included:
     ``__init__.py`` and the modules of resources the test does not import, which
     is sound because ``import_purity_problems`` is empty (importing them defines
     names and does nothing else).  ``test_update_leftovers.py`` (which ``conftest.py``
@@ -380,6 +395,7 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
         _table(pyproject, "tool", "pytest"),
         _table(pyproject, "project", "requires-python"),
         *(modules[name] for name in always),
+        runtime_digest(project),
     )
     keys: dict[str, str] = {}
     tests = project / "tests"
@@ -644,7 +660,7 @@ def docs_link_forms_problems(project: Path) -> list[str]:
         "reference-style link or cross-reference": re.compile(r"\]\[[^\]]*\]|^\[[^\]]+\]:\s", re.M),
         "HTML link": re.compile(r"<a\s[^>]*href", re.I),
     }
-    texts = [*(project / "docs").rglob("*.md"), *(project / "src" / PACKAGE).glob("*.py")]
+    texts = [*(project / "docs").rglob("*.md"), *(project / "src" / PACKAGE).rglob("*.py")]
     for path in texts:
         text = path.read_text(encoding="utf-8")
         for form, pattern in forms.items():
@@ -670,7 +686,10 @@ def docs_page_keys(project: Path) -> dict[str, str]:
     docs = project / "docs"
     config = yaml.safe_load((project / "mkdocs.yml").read_text(encoding="utf-8"))
     config.pop("nav", None)
-    core = [(src / f"{module}.py").read_bytes() for module in registry.CORE_MODULES]
+    core: list[bytes | str] = [
+        (src / f"{module}.py").read_bytes() for module in registry.CORE_MODULES
+    ]
+    core.append(runtime_digest(project))
     theme = (project / "overrides" / "main.html").read_bytes()
     settings = digest(repr(sorted(config.items())), theme, *core)
     keys: dict[str, str] = {}

@@ -6,8 +6,8 @@ time, either deletes a single release call (``close()``, ``release()``,
 ``True`` (swallowing exceptions), and runs the generated tests that cover it: a
 resource module's own test file, ``test_helpers.py`` for ``helpers``,
 ``test_testing.py`` for ``testing``, and every test file for the contract core
-(``_resource``), which all classes share.  A mutant is *caught* when the tests
-fail (or hang past the timeout).
+(``_runtime/_resource`` and ``_async_resource``), which all classes share.  A
+mutant is *caught* when the tests fail (or hang past the timeout).
 
     uv run python -m tests.mutation_check [--only MODULE] [--timeout 120] [--python 3.12]
 
@@ -156,15 +156,19 @@ def render(destination: Path, python_min: str = "3.11") -> Path:
     return destination
 
 
-CORE_MODULES = ("helpers", "testing", "_resource")
-"""Modules of every project whose mutants are checked after the resources'."""
+CORE_MODULES = ("_runtime/helpers", "_runtime/async_helpers", "_runtime/testing")
+"""Runtime modules whose mutants are checked after the resources'."""
+CONTRACT_MODULES = ("_runtime/_resource", "_runtime/_async_resource")
+"""The contract, which every class shares: every test file covers it."""
 
 
 def tests_of(module: str) -> list[str]:
-    """The generated test files that cover *module*."""
-    if module == "_resource":
+    """The generated test files that cover *module* (a path below the package)."""
+    if module in CONTRACT_MODULES:
         return ["tests/"]
-    return [f"tests/test_{module}.py"]
+    if module == "_runtime/async_helpers":
+        return ["tests/test_helpers.py"]
+    return [f"tests/test_{module.rpartition('/')[2]}.py"]
 
 
 def run_tests(
@@ -215,6 +219,7 @@ def main() -> int:
         modules = options.only or [
             *(resource.module for resource in registry.RESOURCES),
             *CORE_MODULES,
+            *CONTRACT_MODULES,
         ]
         for module in modules:
             run_tests(project, module, options.timeout, python=python, baseline=True)

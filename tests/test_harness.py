@@ -25,6 +25,7 @@ from tests.matrix import (
     FENCE,
     PACKAGE,
     ROOT,
+    RUNTIME_DIR,
     Combination,
     docs_link_forms_problems,
     docs_page_keys,
@@ -504,7 +505,8 @@ def test_test_file_keys_change_with_every_input(
         assert {test for test in before if after[test] != before[test]} == stress, name
         (project / name).write_bytes(original)
     core = [f"src/{PACKAGE}/{module}.py" for module in registry.CORE_MODULES]
-    shared = ["tests/conftest.py", "tests/test_update_leftovers.py", *core]
+    runtime = [f"{RUNTIME_DIR}/{module}.py" for module in registry.RUNTIME_MODULES]
+    shared = ["tests/conftest.py", "tests/test_update_leftovers.py", *core, *runtime]
     for name in shared:
         original = (project / name).read_bytes()
         _changed(project, name)

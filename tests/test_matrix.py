@@ -17,7 +17,9 @@ from tests.matrix import (
     AUDITED_FILES,
     FORMATTED,
     PACKAGE,
+    RUNTIME_DIR,
     SOURCES,
+    TEMPLATE_RUNTIME,
     ZIZMOR_AUDITED,
     Combination,
     audit_keys,
@@ -34,6 +36,7 @@ from tests.matrix import (
     pytest_arguments,
     reduce_docs_tree,
     ruff_keys,
+    runtime_files,
 )
 
 if TYPE_CHECKING:
@@ -72,8 +75,19 @@ def test_modules_are_import_pure(combo: Combination, render: Render) -> None:
     project = render(combo)
     src = project / "src" / PACKAGE
     assert init_problems(src / "__init__.py") == []
-    problems = [p for module in sorted(src.glob("*.py")) for p in import_purity_problems(module)]
+    modules = sorted([*src.glob("*.py"), *(project / RUNTIME_DIR).glob("*.py")])
+    problems = [p for module in modules for p in import_purity_problems(module)]
     assert problems == []
+
+
+def test_runtime_is_shipped_verbatim(combo: Combination, render: Render) -> None:
+    """Every render's runtime is the template's, file for file and byte for byte.
+
+    What the template checks of the runtime itself (``tests/test_runtime.py``) holds in every
+    project, and no answer changes a line of it.
+    """
+    project = render(combo)
+    assert runtime_files(project / RUNTIME_DIR) == runtime_files(TEMPLATE_RUNTIME)
 
 
 def test_lint_and_format(

@@ -1,0 +1,108 @@
+"""The runtime, checked where it is written: plain Python, linted and strictly typed.
+
+``template/src/{{ package_name }}/_runtime/`` is copied into every project as it is
+(``test_runtime_is_shipped_verbatim`` in ``tests/test_matrix.py`` compares every
+render with it), so these checks run once here, on every supported Python, with
+the settings of the generated ``pyproject.toml``: no render is needed.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import jinja2
+import pytest
+
+from tests.conftest import BIN, tool_env
+from tests.matrix import PYTHON_VERSIONS, ROOT, TEMPLATE_RUNTIME, registry
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+GENERATED_PYPROJECT = ROOT / "template" / "pyproject.toml.jinja"
+THIRD_PARTY = frozenset({"psutil", "pytest"})
+"""What the runtime may import besides the standard library and itself: the test
+tools' dependencies (the generated project's ``testing`` extra and dev group)."""
+
+
+def _tool_settings(tool: str, **context: str) -> str:
+    """The ``[tool.<tool>...]`` tables of the generated ``pyproject.toml``, rendered."""
+    text = GENERATED_PYPROJECT.read_text(encoding="utf-8")
+    table = rf"^\[tool\.{tool}[.\]].*?(?=^\[(?!tool\.{tool}[.\]])|\Z)"
+    tables = re.findall(table, text, re.DOTALL | re.MULTILINE)
+    assert tables, f"no [tool.{tool}] in {GENERATED_PYPROJECT.name}"
+    rendered = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string("".join(tables))
+    return rendered.render(**context)
+
+
+def test_runtime_holds_exactly_the_registry_modules() -> None:
+    names = sorted(path.name for path in TEMPLATE_RUNTIME.iterdir() if path.name != "__pycache__")
+    assert names == sorted(f"{module}.py" for module in registry.RUNTIME_MODULES)
+
+
+@pytest.mark.parametrize("module", registry.RUNTIME_MODULES)
+def test_runtime_module_is_plain_python_importing_only_itself(module: str) -> None:
+    """No Jinja, and no import of the package around it: only relative imports,
+    the standard library and the test tools' dependencies."""
+    source = (TEMPLATE_RUNTIME / f"{module}.py").read_text(encoding="utf-8")
+    assert not re.search(r"\{\{|\{%|\{#", source), "Jinja syntax in the runtime"
+    outside = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            top = name.partition(".")[0]
+            if top not in sys.stdlib_module_names and top not in THIRD_PARTY:
+                outside.append(name)
+    assert outside == []
+
+
+def test_runtime_passes_ruff(tmp_path: Path) -> None:
+    """``ruff check`` and ``ruff format --check`` with the generated settings."""
+    config = tmp_path / "pyproject.toml"
+    config.write_text(_tool_settings("ruff", ruff_target="py311"), encoding="utf-8")
+    failures = []
+    for command in (["check"], ["format", "--check"]):
+        result = subprocess.run(
+            [str(BIN / "ruff"), *command, "--no-cache", "--config", str(config), "."],
+            cwd=TEMPLATE_RUNTIME,
+            capture_output=True,
+            text=True,
+            check=False,
+            env=tool_env(),
+        )
+        if result.returncode:
+            failures.append(result.stdout + result.stderr)
+    assert failures == []
+
+
+@pytest.mark.parametrize("python_version", PYTHON_VERSIONS)
+def test_runtime_passes_mypy_strict(python_version: str, tmp_path: Path) -> None:
+    """``mypy --strict`` with the generated settings, for each supported Python."""
+    config = tmp_path / "pyproject.toml"
+    config.write_text(_tool_settings("mypy", python_min=python_version), encoding="utf-8")
+    result = subprocess.run(
+        [
+            str(BIN / "mypy"),
+            "--config-file",
+            str(config),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "-p",
+            registry.RUNTIME,
+        ],
+        cwd=TEMPLATE_RUNTIME.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=tool_env(),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
