@@ -558,11 +558,63 @@ def test_update_from_the_baseline_commit(
     commit_all(project, "Update to 0.1.0, conflict resolved")
 
     for core in ("_resource", "_cleanup"):
-        assert module(project, core).is_file()
+        assert module(project, f"{registry.RUNTIME}/{core}").is_file()
     assert (project / "tests" / "test_update_leftovers.py").is_file()
     assert "check-merge-conflict" in (project / ".pre-commit-config.yaml").read_text()
     assert_user_code_kept(project, kept)
     assert own_module.is_file()
     assert own_tests.is_file()
     assert changelog.read_text(encoding="utf-8") == changelog_before
+    check_project(project)
+
+
+BEFORE_RUNTIME = "385f9dc"
+"""This repository's main before the core became the verbatim ``_runtime`` package."""
+
+
+def test_update_moves_the_core_into_the_runtime(
+    tmp_path: Path, check_project: Callable[[Path], None]
+) -> None:
+    """Path 11: a project generated before the runtime existed updates to it cleanly.
+
+    The core modules ``_resource.py`` and ``_cleanup.py`` go; ``_runtime/`` arrives;
+    ``helpers``, ``testing``, ``errors`` and ``pytest_plugin`` stay where users import
+    them from, now naming the runtime's tools.  Code the user added below the markers
+    of ``helpers.py``, ``testing.py`` and a resource module merges with no conflict,
+    and the user's own tests, which import from the public modules, still pass.
+    """
+    if run(["git", "cat-file", "-e", f"{BEFORE_RUNTIME}^{{commit}}"], ROOT, check=False).returncode:
+        pytest.skip(
+            f"commit {BEFORE_RUNTIME} is not in this clone (a shallow clone?): "
+            "fetch the full history to test the update from it"
+        )
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v0.1.0", commit=BEFORE_RUNTIME)
+    template.release("v0.2.0")
+    project = copy_project(
+        template,
+        tmp_path / "project",
+        "v0.1.0",
+        resources=["file", "lock"],
+        async_support=True,
+        docs=False,
+    )
+    assert module(project, "_resource").is_file()
+    kept: dict[Path, list[str]] = {}
+    for name in ("helpers", "testing", "files"):
+        path = module(project, name)
+        kept[path] = [append_text(path, user_function(f"user_{name}_helper"))]
+        add_user_test_file(project, name, f"user_{name}_helper")
+    commit_all(project, "User edits")
+
+    result = update(project, "--defaults")
+
+    assert_merged_cleanly(project, result)
+    assert answers(project)["_commit"] == "v0.2.0"
+    for gone in ("_resource", "_cleanup"):
+        assert not module(project, gone).exists()
+    runtime = project / "src" / PACKAGE / registry.RUNTIME
+    assert sorted(path.stem for path in runtime.glob("*.py")) == sorted(registry.RUNTIME_MODULES)
+    assert_user_code_kept(project, kept)
+    commit_all(project, "Update to 0.2.0")
     check_project(project)
