@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import ast
 import html
+import keyword
 import re
 import subprocess
+import sys
 import tomllib
+import unicodedata
 from typing import TYPE_CHECKING, Any
 
 import copier
 import markdown
 import pytest
 import yaml
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import BIN, tool_env
 from tests.matrix import PACKAGE, ROOT, registry
@@ -174,12 +179,103 @@ def test_package_name_help_states_the_length_limit() -> None:
     assert f"at most {extension.MAX_PACKAGE_NAME} characters" in questions["package_name"]["help"]
 
 
+def _plain_derivation(project_name: str) -> str:
+    """The default before it was made always valid: ASCII, lowercase, ``_`` between words."""
+    ascii_text = unicodedata.normalize("NFKD", project_name).encode("ascii", "ignore").decode()
+    name = re.sub(r"[^a-z0-9]+", "_", ascii_text.lower()).strip("_")
+    return f"pkg_{name}" if name[:1].isdigit() else name
+
+
+NAME_WORDS = sorted(
+    {"my", "resources", "ada", "lovelace", "s", "2", "x" * 25, "a" * 17, "pkg"}
+    | extension.RESERVED_PACKAGE_NAMES
+    | set(keyword.kwlist)
+    | set(keyword.softkwlist)
+    | {name for name in sys.stdlib_module_names if not name.startswith("_")}
+)
+PROJECT_NAMES = st.one_of(
+    st.text(),
+    st.lists(st.sampled_from(NAME_WORDS), min_size=1, max_size=8).map(" ".join),
+    st.lists(
+        st.one_of(st.sampled_from(NAME_WORDS), st.text(max_size=4)), min_size=1, max_size=8
+    ).map("-".join),
+)
+"""Any text; and names made of words that are modules, keywords, reserved or long."""
+
+
+@settings(max_examples=500, database=None, deadline=None)
+@given(PROJECT_NAMES)
+@example("Ada Lovelace's Resources")
+@example("Resource")
+@example("")
+@example("_")
+@example("🚀🚀")
+@example("日本語")
+@example("x" * 200)
+def test_package_name_default_is_always_valid(project_name: str) -> None:
+    """No project name gives a default that the validator refuses.
+
+    Copier validates a default before it shows it: a refused one ended the
+    questionnaire with a traceback, before the user could type a package name.
+    A default that was valid stays what it was; any other keeps the name's
+    first words, at most ``MAX_PACKAGE_NAME`` characters of them, with ``_pkg``
+    where the name alone would shadow a module or a reserved name.
+    """
+    default = extension.to_package_name(project_name)
+    assert extension.package_name_problem(default) == ""
+    plain = _plain_derivation(project_name)
+    if not plain:
+        assert default == extension.PACKAGE_NAME_FALLBACK
+    elif not extension.package_name_problem(plain):
+        assert default == plain
+    else:
+        kept = default.removesuffix(extension.PACKAGE_NAME_SUFFIX)
+        assert plain.startswith(kept)
+        first_word = plain.split("_")[0]
+        if len(first_word) < len(kept):  # whole words were kept: the cut is at a "_"
+            assert plain == kept or plain.startswith(f"{kept}_")
+
+
+@pytest.mark.parametrize(
+    ("project_name", "package_name"),
+    [
+        ("My Resources", "my_resources"),
+        ("Ada Lovelace's Resources", "ada_lovelace_s"),
+        ("Resource", "resource_pkg"),
+        ("Json", "json_pkg"),
+        ("Sqlite3", "sqlite3_pkg"),
+        ("Test", "test_pkg"),
+        ("Tests", "tests_pkg"),
+        ("Stress", "stress_pkg"),
+        ("class", "class_pkg"),
+        ("Match", "match_pkg"),
+        ("123", "pkg_123"),
+        ("日本語", "package"),
+        ("🚀🚀", "package"),
+        ("The Quick Brown Fox Jumps Over", "the_quick_brown_fox"),
+        ("Supercalifragilisticexpialidocious", "supercalifragilistic"),
+        ("Asyncio Helpers Reloaded Edition", "asyncio_helpers"),
+        ("Logging", "logging_pkg"),
+        ("Multiprocessing Pool Tools", "multiprocessing_pool"),
+    ],
+)
+def test_package_name_default_examples(project_name: str, package_name: str) -> None:
+    assert extension.to_package_name(project_name) == package_name
+    assert extension.package_name_problem(package_name) == ""
+
+
+def test_package_name_fallback_is_valid() -> None:
+    assert extension.package_name_problem(extension.PACKAGE_NAME_FALLBACK) == ""
+
+
 @pytest.mark.parametrize(
     ("project_name", "package_name"),
     [
         ("My Resources", "my_resources"),
         ("Café Déjà-Vu 2", "cafe_deja_vu_2"),
         ("2fast", "pkg_2fast"),
+        ("Resource", "resource_pkg"),
+        ("Ada Lovelace's Resources", "ada_lovelace_s"),
     ],
 )
 def test_package_name_default_derives_from_project_name(
