@@ -164,6 +164,39 @@ def to_package_name(project_name: object) -> str:
     return name
 
 
+def resources_answer_problem(value: object) -> str:
+    """Return why *value*, given for ``resources`` with ``--data``, is refused, or ``""``.
+
+    Copier parses a ``--data`` answer of a multiselect question before any
+    validator sees it, and a bare word or an unknown key ends in its own
+    traceback (``TypeError: Not a YAML list``, ``ValueError: Invalid choice``).
+    The template checks the answer first, from ``_copier_conf.data``, so that the
+    user reads what to type instead.
+    """
+    import yaml  # Copier's own dependency
+
+    keys = [resource.key for resource in registry.RESOURCES]
+    items = value
+    if isinstance(value, str):
+        try:
+            items = yaml.safe_load(value)
+        except yaml.YAMLError:
+            items = None
+    if not isinstance(items, list):
+        words = str(value).strip() if isinstance(value, str) else ""
+        listed = f"[{words}]" if re.fullmatch(r"[\w\s,-]+", words) else "[file, sqlite]"
+        return (
+            f"resources must be a YAML list in brackets: --data 'resources={listed}' "
+            f"(quoted for the shell), or resources: {listed} in a --data-file."
+        )
+    unknown = [item for item in items if not isinstance(item, str) or item not in keys]
+    if unknown:
+        names = ", ".join(repr(item) for item in unknown)
+        verb = "is not a choice" if len(unknown) == 1 else "are not choices"
+        return f"resources: {names} {verb}; the choices are {', '.join(keys[:-1])} and {keys[-1]}."
+    return ""
+
+
 def toml_string(value: object) -> str:
     """Quote ``value`` as a TOML basic string."""
     out = []
@@ -378,6 +411,11 @@ class ResourceContext(ContextHook):
         if problem:
             raise UserMessageError(problem)
         conf = context.get("_copier_conf") or {}
+        given = conf.get("data") or {}
+        if "resources" in given:
+            problem = resources_answer_problem(given["resources"])
+            if problem:
+                raise UserMessageError(problem)
         context["update_leftovers"] = lambda: update_leftovers(conf["dst_path"])
         context["update_deletions"] = lambda: update_deletions(conf["dst_path"])
         chosen = context.get("resources") or []

@@ -16,6 +16,7 @@ import copier
 import markdown
 import pytest
 import yaml
+from copier.errors import UserMessageError
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -74,7 +75,6 @@ def copy(template: Path, destination: Path, **data: Any) -> Path:
         ({"author_email": "a@b"}, "is not an e-mail address"),
         ({"license": "GPL-3.0"}, "Invalid choice for 'license'"),
         ({"python_min": "3.10"}, "Invalid choice for 'python_min'"),
-        ({"resources": ["file", "ftp"]}, "Invalid choice for 'resources'"),
         ({"copyright_year": "next year"}, "must be a year such as 2025"),
         ({"copyright_year": "25"}, "must be a year such as 2025"),
         ({"copyright_year": "20250"}, "must be a year such as 2025"),
@@ -113,6 +113,72 @@ def test_command_line_refuses_with_the_message(template_snapshot: Path, tmp_path
     )
     assert result.returncode != 0
     assert "package_name 'json' would shadow the standard-library module" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [
+        ("sqlite", "must be a YAML list in brackets: --data 'resources=[sqlite]'"),
+        ("file, lock", "must be a YAML list in brackets: --data 'resources=[file, lock]'"),
+        ("", "must be a YAML list in brackets: --data 'resources=[file, sqlite]'"),
+        ("[file", "must be a YAML list in brackets"),
+        ("[file, redis]", "resources: 'redis' is not a choice; the choices are file, sqlite,"),
+        (["file", "ftp"], "resources: 'ftp' is not a choice"),
+        ("[redis, ftp]", "resources: 'redis', 'ftp' are not choices"),
+    ],
+)
+def test_bad_resources_are_refused_before_copier_parses_them(
+    template_snapshot: Path, tmp_path: Path, resources: object, message: str
+) -> None:
+    """Copier's own parsing would raise ``TypeError: Not a YAML list`` or ``ValueError``."""
+    with pytest.raises(UserMessageError, match=re.escape(message)):
+        copy(template_snapshot, tmp_path / "out", resources=resources)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            ["--data", "resources=sqlite"],
+            "resources must be a YAML list in brackets: --data 'resources=[sqlite]' "
+            "(quoted for the shell), or resources: [sqlite] in a --data-file.",
+        ),
+        (
+            ["--data", "resources=[file, redis]"],
+            "resources: 'redis' is not a choice; the choices are "
+            + ", ".join(r.key for r in registry.RESOURCES[:-1])
+            + f" and {registry.RESOURCES[-1].key}.",
+        ),
+        (["--data-file", "answers.yml"], "resources: [http] in a --data-file."),
+    ],
+    ids=["bare-word", "unknown-key", "data-file"],
+)
+def test_command_line_refuses_bad_resources_without_a_traceback(
+    template_snapshot: Path, tmp_path: Path, arguments: list[str], message: str
+) -> None:
+    (tmp_path / "answers.yml").write_text("resources: http\n", encoding="utf-8")
+    result = subprocess.run(
+        [
+            str(BIN / "copier"),
+            "copy",
+            "--trust",
+            "--defaults",
+            *arguments,
+            str(template_snapshot),
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env=tool_env(),
+        check=False,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].endswith(message)
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("year", ["2025", "1999", "2019-2025"])

@@ -118,11 +118,38 @@ def test_readme_generate_command_works(template_clone: Path, tmp_path: Path) -> 
 BASE_PYTHON = shlex.quote(str(Path(sys.base_prefix) / "bin" / "python3"))
 
 
+def console_blocks(readme: Path) -> list[str]:
+    """The text of each of *readme*'s console blocks."""
+    return re.findall(r"```console\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+
+
 def readme_commands(readme: Path, verb: str) -> list[str]:
-    """The lines of *readme*'s console blocks that run ``copier <verb>``, verbatim."""
-    blocks = re.findall(r"```console\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+    """The lines of *readme*'s console blocks that run ``copier <verb>``, verbatim.
+
+    Blocks that show a session (a ``$ `` prompt, then the output) are not
+    commands to copy: ``readme_sessions`` has those.
+    """
     pattern = re.compile(rf" copier {verb}( |$)")
-    return [line for block in blocks for line in block.splitlines() if pattern.search(line)]
+    return [
+        line
+        for block in console_blocks(readme)
+        if not block.startswith("$ ")
+        for line in block.splitlines()
+        if pattern.search(line)
+    ]
+
+
+def readme_sessions(readme: Path) -> list[tuple[str, list[str]]]:
+    """The console blocks that show a command (after ``$ ``) and the end of its output.
+
+    An output that starts with a ``...`` line shows only its last lines.
+    """
+    sessions = []
+    for block in console_blocks(readme):
+        if block.startswith("$ "):
+            command, *output = block.splitlines()
+            sessions.append((command.removeprefix("$ "), output))
+    return sessions
 
 
 def test_readme_copy_commands_work(template_clone: Path, tmp_path: Path) -> None:
@@ -177,3 +204,33 @@ def test_readme_update_commands_work(template_clone: Path, tmp_path: Path) -> No
     run_line(f"{project_update} --defaults", PATH=f"{BIN}:{os.environ['PATH']}")
     assert answers(project)["_commit"] == "v0.3.0"
     assert "Supported (v0.3.0): Python" in (project / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_refusals_show_what_the_user_sees(template_clone: Path, tmp_path: Path) -> None:
+    """README's bad answers, run as written: each output ends with the lines it shows.
+
+    The copy stops with exit code 1 and writes nothing.  Where README shows the
+    whole message (no ``...`` line), the template's check comes before Copier's
+    parsing: no traceback at all.
+    """
+    sessions = readme_sessions(ROOT / "README.md")
+    assert [command.split(" --data ")[1].split(" ")[0] for command, _ in sessions] == [
+        "resources=sqlite",
+        "'resources=[file,",
+        "package_name=json",
+    ]
+    run(["bash", "-c", f"{BASE_PYTHON} -m pip install -q uv"], tmp_path)
+    for number, (command, shown) in enumerate(sessions):
+        destination = tmp_path / f"refused-{number}"
+        line = command.replace("../my-project", shlex.quote(str(destination)))
+        line = line.replace("python3", BASE_PYTHON)
+        result = run(["bash", "-c", f"{line} 2>&1"], template_clone, check=False)
+        printed = result.stdout.rstrip("\n").splitlines()
+        assert result.returncode == 1, result.stdout
+        assert not destination.exists()
+        if shown[0] == "...":
+            shown = shown[1:]
+            assert "Traceback (most recent call last):" in printed
+        else:
+            assert not any("Traceback" in text for text in printed), result.stdout
+        assert printed[-len(shown) :] == shown, result.stdout
