@@ -193,7 +193,9 @@ def test_readme_update_commands_work(template_clone: Path, tmp_path: Path) -> No
     release("v0.2.0")
     (check,) = readme_commands(ROOT / "README.md", "check-update")
     assert "latest version is 0.2.0" in run_line(check)
-    (template_update,) = readme_commands(ROOT / "README.md", "update")
+    (template_update,) = [
+        line for line in readme_commands(ROOT / "README.md", "update") if "--data" not in line
+    ]
     run_line(f"{template_update} --defaults")
     assert answers(project)["_commit"] == "v0.2.0"
     commit_all(project, "Update to v0.2.0")
@@ -204,6 +206,41 @@ def test_readme_update_commands_work(template_clone: Path, tmp_path: Path) -> No
     run_line(f"{project_update} --defaults", PATH=f"{BIN}:{os.environ['PATH']}")
     assert answers(project)["_commit"] == "v0.3.0"
     assert "Supported (v0.3.0): Python" in (project / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_adds_and_drops_resources_as_it_says(template_clone: Path, tmp_path: Path) -> None:
+    """README's two ``--data 'resources=[...]'`` updates, run as written, in order.
+
+    On a project made with ``[file, sqlite]``, the first adds ``lock`` and keeps
+    both, the second drops ``sqlite`` and keeps the others: ``--data`` replaces the
+    list, so each command gives the whole new one.  The project's own README then
+    gives the same advice for its new list.
+    """
+    lines = [line for line in readme_commands(ROOT / "README.md", "update") if "--data" in line]
+    assert [line.split("--data ")[1] for line in lines] == [
+        "'resources=[file, sqlite, lock]'",
+        "'resources=[file, lock]'",
+    ]
+    project = copy_project(
+        template_clone, tmp_path / "project", resources=["file", "sqlite"], docs=False
+    )
+    package = project / "src" / answers(project)["package_name"]
+    run(["bash", "-c", f"{BASE_PYTHON} -m pip install -q uv"], tmp_path)
+
+    run(["bash", "-c", lines[0].replace("python3", BASE_PYTHON)], project)
+    assert answers(project)["resources"] == ["file", "sqlite", "lock"]
+    assert {"files.py", "sqlite.py", "locks.py"} <= {path.name for path in package.iterdir()}
+    readme = (project / "README.md").read_text(encoding="utf-8")
+    assert "This\nproject's is `[file, sqlite, lock]`, so:" in readme
+    assert "- `--data 'resources=[file, sqlite]'` drops `lock`," in readme
+    commit_all(project, "Add lock")
+
+    run(["bash", "-c", lines[1].replace("python3", BASE_PYTHON)], project)
+    assert answers(project)["resources"] == ["file", "lock"]
+    modules = {path.name for path in package.iterdir()}
+    assert {"files.py", "locks.py"} <= modules
+    assert "sqlite.py" not in modules
+    assert not (project / "tests" / "test_sqlite.py").exists()
 
 
 def test_readme_refusals_show_what_the_user_sees(template_clone: Path, tmp_path: Path) -> None:
