@@ -120,15 +120,81 @@ PLACEHOLDER_ANSWERS = {
 """Defaults of ``copier.yml`` that only hold a place: ``--defaults`` accepts them."""
 
 
+PACKAGE_NAME_FALLBACK = "package"
+"""The default ``package_name`` of a project name with no ASCII letter or digit."""
+PACKAGE_NAME_SUFFIX = "_pkg"
+"""Added to a default ``package_name`` that would shadow a module or a reserved name."""
+
+
+def _shortened(name: str, limit: int) -> str:
+    """*name* cut to at most *limit* characters, at an underscore where one fits.
+
+    Whole words are kept while they fit; only a first word longer than *limit* is
+    cut in the middle.  No underscore is left at the end.
+    """
+    if len(name) <= limit:
+        return name
+    head = name[: limit + 1]
+    cut = head.rfind("_")
+    return (name[:cut] if cut > 0 else name[:limit]).rstrip("_")
+
+
 def to_package_name(project_name: object) -> str:
-    """Derive a valid-looking import name from a free-text project name."""
+    """Derive the default import name from a free-text project name: always a valid one.
+
+    Accents are dropped, the text is lowercased and every run of other characters
+    becomes ``_``.  A name left without ASCII letters or digits becomes
+    ``package``; a leading digit gets a ``pkg_`` prefix; a name longer than
+    ``MAX_PACKAGE_NAME`` is shortened at a word boundary; and a name that
+    ``package_name_problem`` refuses as it stands (a standard-library module, a
+    keyword, a reserved folder name) gets the ``_pkg`` suffix.  So the default
+    passes the question's validator, whatever the project name is: Copier validates
+    a default before it shows it, and a default it refuses ends the questionnaire
+    with a traceback.
+    """
     ascii_text = unicodedata.normalize("NFKD", str(project_name)).encode("ascii", "ignore").decode()
     name = re.sub(r"[^a-z0-9]+", "_", ascii_text.lower()).strip("_")
     if not name:
-        return "package"
+        return PACKAGE_NAME_FALLBACK
     if name[0].isdigit():
         name = f"pkg_{name}"
+    name = _shortened(name, MAX_PACKAGE_NAME)
+    if package_name_problem(name):
+        name = _shortened(name, MAX_PACKAGE_NAME - len(PACKAGE_NAME_SUFFIX)) + PACKAGE_NAME_SUFFIX
     return name
+
+
+def resources_answer_problem(value: object) -> str:
+    """Return why *value*, given for ``resources`` with ``--data``, is refused, or ``""``.
+
+    Copier parses a ``--data`` answer of a multiselect question before any
+    validator sees it, and a bare word or an unknown key ends in its own
+    traceback (``TypeError: Not a YAML list``, ``ValueError: Invalid choice``).
+    The template checks the answer first, from ``_copier_conf.data``, so that the
+    user reads what to type instead.
+    """
+    import yaml  # Copier's own dependency
+
+    keys = [resource.key for resource in registry.RESOURCES]
+    items = value
+    if isinstance(value, str):
+        try:
+            items = yaml.safe_load(value)
+        except yaml.YAMLError:
+            items = None
+    if not isinstance(items, list):
+        words = str(value).strip() if isinstance(value, str) else ""
+        listed = f"[{words}]" if re.fullmatch(r"[\w\s,-]+", words) else "[file, sqlite]"
+        return (
+            f"resources must be a YAML list in brackets: --data 'resources={listed}' "
+            f"(quoted for the shell), or resources: {listed} in a --data-file."
+        )
+    unknown = [item for item in items if not isinstance(item, str) or item not in keys]
+    if unknown:
+        names = ", ".join(repr(item) for item in unknown)
+        verb = "is not a choice" if len(unknown) == 1 else "are not choices"
+        return f"resources: {names} {verb}; the choices are {', '.join(keys[:-1])} and {keys[-1]}."
+    return ""
 
 
 def toml_string(value: object) -> str:
@@ -345,6 +411,11 @@ class ResourceContext(ContextHook):
         if problem:
             raise UserMessageError(problem)
         conf = context.get("_copier_conf") or {}
+        given = conf.get("data") or {}
+        if "resources" in given:
+            problem = resources_answer_problem(given["resources"])
+            if problem:
+                raise UserMessageError(problem)
         context["update_leftovers"] = lambda: update_leftovers(conf["dst_path"])
         context["update_deletions"] = lambda: update_deletions(conf["dst_path"])
         chosen = context.get("resources") or []

@@ -13,10 +13,12 @@ out (``python -m tests.benchmark --profile-render 20`` prints the two costs):
   source, executed later against whichever environment renders it, which is how
   Jinja's own ``bytecode_cache`` reuses compiled templates across processes.  A
   source that uses an extension's tag is compiled every time (``_has_side_effects``).
-- **No git per file.** Copier 9.19 asks git, for every file it writes, whether
-  the destination repository ignores the executable bit; outside a git work tree
-  its answer is a no-op by its own contract.  The matrix renders into pytest's
-  temporary folders, never inside a work tree.
+- **No git per file.** Copier asks git, for every file it writes, whether the
+  destination repository ignores the executable bit
+  (``Worker._sync_git_index_executable_bit``, new in copier 9.15.0: the template's
+  copier range starts no lower); outside a git work tree its answer
+  is a no-op by its own contract.  The matrix renders into pytest's temporary
+  folders, never inside a work tree.
 
 ``tests/test_harness.py`` checks that a fast render equals a plain one, byte for
 byte and mode for mode, that a second render comes entirely from the memo, that a

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import ast
 import html
+import keyword
 import re
 import subprocess
+import sys
 import tomllib
+import unicodedata
 from typing import TYPE_CHECKING, Any
 
 import copier
 import markdown
 import pytest
 import yaml
+from copier.errors import UserMessageError
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import BIN, tool_env
 from tests.matrix import PACKAGE, ROOT, registry
@@ -69,7 +75,6 @@ def copy(template: Path, destination: Path, **data: Any) -> Path:
         ({"author_email": "a@b"}, "is not an e-mail address"),
         ({"license": "GPL-3.0"}, "Invalid choice for 'license'"),
         ({"python_min": "3.10"}, "Invalid choice for 'python_min'"),
-        ({"resources": ["file", "ftp"]}, "Invalid choice for 'resources'"),
         ({"copyright_year": "next year"}, "must be a year such as 2025"),
         ({"copyright_year": "25"}, "must be a year such as 2025"),
         ({"copyright_year": "20250"}, "must be a year such as 2025"),
@@ -108,6 +113,72 @@ def test_command_line_refuses_with_the_message(template_snapshot: Path, tmp_path
     )
     assert result.returncode != 0
     assert "package_name 'json' would shadow the standard-library module" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [
+        ("sqlite", "must be a YAML list in brackets: --data 'resources=[sqlite]'"),
+        ("file, lock", "must be a YAML list in brackets: --data 'resources=[file, lock]'"),
+        ("", "must be a YAML list in brackets: --data 'resources=[file, sqlite]'"),
+        ("[file", "must be a YAML list in brackets"),
+        ("[file, redis]", "resources: 'redis' is not a choice; the choices are file, sqlite,"),
+        (["file", "ftp"], "resources: 'ftp' is not a choice"),
+        ("[redis, ftp]", "resources: 'redis', 'ftp' are not choices"),
+    ],
+)
+def test_bad_resources_are_refused_before_copier_parses_them(
+    template_snapshot: Path, tmp_path: Path, resources: object, message: str
+) -> None:
+    """Copier's own parsing would raise ``TypeError: Not a YAML list`` or ``ValueError``."""
+    with pytest.raises(UserMessageError, match=re.escape(message)):
+        copy(template_snapshot, tmp_path / "out", resources=resources)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            ["--data", "resources=sqlite"],
+            "resources must be a YAML list in brackets: --data 'resources=[sqlite]' "
+            "(quoted for the shell), or resources: [sqlite] in a --data-file.",
+        ),
+        (
+            ["--data", "resources=[file, redis]"],
+            "resources: 'redis' is not a choice; the choices are "
+            + ", ".join(r.key for r in registry.RESOURCES[:-1])
+            + f" and {registry.RESOURCES[-1].key}.",
+        ),
+        (["--data-file", "answers.yml"], "resources: [http] in a --data-file."),
+    ],
+    ids=["bare-word", "unknown-key", "data-file"],
+)
+def test_command_line_refuses_bad_resources_without_a_traceback(
+    template_snapshot: Path, tmp_path: Path, arguments: list[str], message: str
+) -> None:
+    (tmp_path / "answers.yml").write_text("resources: http\n", encoding="utf-8")
+    result = subprocess.run(
+        [
+            str(BIN / "copier"),
+            "copy",
+            "--trust",
+            "--defaults",
+            *arguments,
+            str(template_snapshot),
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env=tool_env(),
+        check=False,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].endswith(message)
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("year", ["2025", "1999", "2019-2025"])
@@ -174,12 +245,103 @@ def test_package_name_help_states_the_length_limit() -> None:
     assert f"at most {extension.MAX_PACKAGE_NAME} characters" in questions["package_name"]["help"]
 
 
+def _plain_derivation(project_name: str) -> str:
+    """The default before it was made always valid: ASCII, lowercase, ``_`` between words."""
+    ascii_text = unicodedata.normalize("NFKD", project_name).encode("ascii", "ignore").decode()
+    name = re.sub(r"[^a-z0-9]+", "_", ascii_text.lower()).strip("_")
+    return f"pkg_{name}" if name[:1].isdigit() else name
+
+
+NAME_WORDS = sorted(
+    {"my", "resources", "ada", "lovelace", "s", "2", "x" * 25, "a" * 17, "pkg"}
+    | extension.RESERVED_PACKAGE_NAMES
+    | set(keyword.kwlist)
+    | set(keyword.softkwlist)
+    | {name for name in sys.stdlib_module_names if not name.startswith("_")}
+)
+PROJECT_NAMES = st.one_of(
+    st.text(),
+    st.lists(st.sampled_from(NAME_WORDS), min_size=1, max_size=8).map(" ".join),
+    st.lists(
+        st.one_of(st.sampled_from(NAME_WORDS), st.text(max_size=4)), min_size=1, max_size=8
+    ).map("-".join),
+)
+"""Any text; and names made of words that are modules, keywords, reserved or long."""
+
+
+@settings(max_examples=500, database=None, deadline=None)
+@given(PROJECT_NAMES)
+@example("Ada Lovelace's Resources")
+@example("Resource")
+@example("")
+@example("_")
+@example("🚀🚀")
+@example("日本語")
+@example("x" * 200)
+def test_package_name_default_is_always_valid(project_name: str) -> None:
+    """No project name gives a default that the validator refuses.
+
+    Copier validates a default before it shows it: a refused one ended the
+    questionnaire with a traceback, before the user could type a package name.
+    A default that was valid stays what it was; any other keeps the name's
+    first words, at most ``MAX_PACKAGE_NAME`` characters of them, with ``_pkg``
+    where the name alone would shadow a module or a reserved name.
+    """
+    default = extension.to_package_name(project_name)
+    assert extension.package_name_problem(default) == ""
+    plain = _plain_derivation(project_name)
+    if not plain:
+        assert default == extension.PACKAGE_NAME_FALLBACK
+    elif not extension.package_name_problem(plain):
+        assert default == plain
+    else:
+        kept = default.removesuffix(extension.PACKAGE_NAME_SUFFIX)
+        assert plain.startswith(kept)
+        first_word = plain.split("_")[0]
+        if len(first_word) < len(kept):  # whole words were kept: the cut is at a "_"
+            assert plain == kept or plain.startswith(f"{kept}_")
+
+
+@pytest.mark.parametrize(
+    ("project_name", "package_name"),
+    [
+        ("My Resources", "my_resources"),
+        ("Ada Lovelace's Resources", "ada_lovelace_s"),
+        ("Resource", "resource_pkg"),
+        ("Json", "json_pkg"),
+        ("Sqlite3", "sqlite3_pkg"),
+        ("Test", "test_pkg"),
+        ("Tests", "tests_pkg"),
+        ("Stress", "stress_pkg"),
+        ("class", "class_pkg"),
+        ("Match", "match_pkg"),
+        ("123", "pkg_123"),
+        ("日本語", "package"),
+        ("🚀🚀", "package"),
+        ("The Quick Brown Fox Jumps Over", "the_quick_brown_fox"),
+        ("Supercalifragilisticexpialidocious", "supercalifragilistic"),
+        ("Asyncio Helpers Reloaded Edition", "asyncio_helpers"),
+        ("Logging", "logging_pkg"),
+        ("Multiprocessing Pool Tools", "multiprocessing_pool"),
+    ],
+)
+def test_package_name_default_examples(project_name: str, package_name: str) -> None:
+    assert extension.to_package_name(project_name) == package_name
+    assert extension.package_name_problem(package_name) == ""
+
+
+def test_package_name_fallback_is_valid() -> None:
+    assert extension.package_name_problem(extension.PACKAGE_NAME_FALLBACK) == ""
+
+
 @pytest.mark.parametrize(
     ("project_name", "package_name"),
     [
         ("My Resources", "my_resources"),
         ("Café Déjà-Vu 2", "cafe_deja_vu_2"),
         ("2fast", "pkg_2fast"),
+        ("Resource", "resource_pkg"),
+        ("Ada Lovelace's Resources", "ada_lovelace_s"),
     ],
 )
 def test_package_name_default_derives_from_project_name(

@@ -118,11 +118,38 @@ def test_readme_generate_command_works(template_clone: Path, tmp_path: Path) -> 
 BASE_PYTHON = shlex.quote(str(Path(sys.base_prefix) / "bin" / "python3"))
 
 
+def console_blocks(readme: Path) -> list[str]:
+    """The text of each of *readme*'s console blocks."""
+    return re.findall(r"```console\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+
+
 def readme_commands(readme: Path, verb: str) -> list[str]:
-    """The lines of *readme*'s console blocks that run ``copier <verb>``, verbatim."""
-    blocks = re.findall(r"```console\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+    """The lines of *readme*'s console blocks that run ``copier <verb>``, verbatim.
+
+    Blocks that show a session (a ``$ `` prompt, then the output) are not
+    commands to copy: ``readme_sessions`` has those.
+    """
     pattern = re.compile(rf" copier {verb}( |$)")
-    return [line for block in blocks for line in block.splitlines() if pattern.search(line)]
+    return [
+        line
+        for block in console_blocks(readme)
+        if not block.startswith("$ ")
+        for line in block.splitlines()
+        if pattern.search(line)
+    ]
+
+
+def readme_sessions(readme: Path) -> list[tuple[str, list[str]]]:
+    """The console blocks that show a command (after ``$ ``) and the end of its output.
+
+    An output that starts with a ``...`` line shows only its last lines.
+    """
+    sessions = []
+    for block in console_blocks(readme):
+        if block.startswith("$ "):
+            command, *output = block.splitlines()
+            sessions.append((command.removeprefix("$ "), output))
+    return sessions
 
 
 def test_readme_copy_commands_work(template_clone: Path, tmp_path: Path) -> None:
@@ -166,7 +193,9 @@ def test_readme_update_commands_work(template_clone: Path, tmp_path: Path) -> No
     release("v0.2.0")
     (check,) = readme_commands(ROOT / "README.md", "check-update")
     assert "latest version is 0.2.0" in run_line(check)
-    (template_update,) = readme_commands(ROOT / "README.md", "update")
+    (template_update,) = [
+        line for line in readme_commands(ROOT / "README.md", "update") if "--data" not in line
+    ]
     run_line(f"{template_update} --defaults")
     assert answers(project)["_commit"] == "v0.2.0"
     commit_all(project, "Update to v0.2.0")
@@ -177,3 +206,68 @@ def test_readme_update_commands_work(template_clone: Path, tmp_path: Path) -> No
     run_line(f"{project_update} --defaults", PATH=f"{BIN}:{os.environ['PATH']}")
     assert answers(project)["_commit"] == "v0.3.0"
     assert "Supported (v0.3.0): Python" in (project / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_adds_and_drops_resources_as_it_says(template_clone: Path, tmp_path: Path) -> None:
+    """README's two ``--data 'resources=[...]'`` updates, run as written, in order.
+
+    On a project made with ``[file, sqlite]``, the first adds ``lock`` and keeps
+    both, the second drops ``sqlite`` and keeps the others: ``--data`` replaces the
+    list, so each command gives the whole new one.  The project's own README then
+    gives the same advice for its new list.
+    """
+    lines = [line for line in readme_commands(ROOT / "README.md", "update") if "--data" in line]
+    assert [line.split("--data ")[1] for line in lines] == [
+        "'resources=[file, sqlite, lock]'",
+        "'resources=[file, lock]'",
+    ]
+    project = copy_project(
+        template_clone, tmp_path / "project", resources=["file", "sqlite"], docs=False
+    )
+    package = project / "src" / answers(project)["package_name"]
+    run(["bash", "-c", f"{BASE_PYTHON} -m pip install -q uv"], tmp_path)
+
+    run(["bash", "-c", lines[0].replace("python3", BASE_PYTHON)], project)
+    assert answers(project)["resources"] == ["file", "sqlite", "lock"]
+    assert {"files.py", "sqlite.py", "locks.py"} <= {path.name for path in package.iterdir()}
+    readme = (project / "README.md").read_text(encoding="utf-8")
+    assert "This\nproject's is `[file, sqlite, lock]`, so:" in readme
+    assert "- `--data 'resources=[file, sqlite]'` drops `lock`," in readme
+    commit_all(project, "Add lock")
+
+    run(["bash", "-c", lines[1].replace("python3", BASE_PYTHON)], project)
+    assert answers(project)["resources"] == ["file", "lock"]
+    modules = {path.name for path in package.iterdir()}
+    assert {"files.py", "locks.py"} <= modules
+    assert "sqlite.py" not in modules
+    assert not (project / "tests" / "test_sqlite.py").exists()
+
+
+def test_readme_refusals_show_what_the_user_sees(template_clone: Path, tmp_path: Path) -> None:
+    """README's bad answers, run as written: each output ends with the lines it shows.
+
+    The copy stops with exit code 1 and writes nothing.  Where README shows the
+    whole message (no ``...`` line), the template's check comes before Copier's
+    parsing: no traceback at all.
+    """
+    sessions = readme_sessions(ROOT / "README.md")
+    assert [command.split(" --data ")[1].split(" ")[0] for command, _ in sessions] == [
+        "resources=sqlite",
+        "'resources=[file,",
+        "package_name=json",
+    ]
+    run(["bash", "-c", f"{BASE_PYTHON} -m pip install -q uv"], tmp_path)
+    for number, (command, shown) in enumerate(sessions):
+        destination = tmp_path / f"refused-{number}"
+        line = command.replace("../my-project", shlex.quote(str(destination)))
+        line = line.replace("python3", BASE_PYTHON)
+        result = run(["bash", "-c", f"{line} 2>&1"], template_clone, check=False)
+        printed = result.stdout.rstrip("\n").splitlines()
+        assert result.returncode == 1, result.stdout
+        assert not destination.exists()
+        if shown[0] == "...":
+            shown = shown[1:]
+            assert "Traceback (most recent call last):" in printed
+        else:
+            assert not any("Traceback" in text for text in printed), result.stdout
+        assert printed[-len(shown) :] == shown, result.stdout
