@@ -2029,7 +2029,26 @@ def check_resource(
       the resource is free), and ``closed`` is true if the class has it; on
       Linux the check adopts orphans, as ``LeakCheck`` does, so a process that
       a child started and left behind counts as held;
-    * an exception in the body propagates unchanged, and everything is released;
+    * an exception in the body propagates unchanged, and everything is released.
+      Blocks raise, one each, every exception whose kind a release may treat
+      apart: an ordinary ``Exception``; ``OSError`` and each of its subclasses
+      that a release might special-case (``BlockingIOError``,
+      ``ChildProcessError``, ``BrokenPipeError`` and the other
+      ``ConnectionError`` classes, ``FileExistsError``, ``FileNotFoundError``,
+      ``InterruptedError``, ``IsADirectoryError``, ``NotADirectoryError``,
+      ``PermissionError``, ``ProcessLookupError``, ``TimeoutError``,
+      ``socket.gaierror``, ``socket.herror``), each with its ``errno``;
+      ``KeyboardInterrupt`` and ``SystemExit``, which are not ``Exception``; an
+      ``ExceptionGroup`` and a ``BaseExceptionGroup``, which ``except*`` takes
+      apart.  Each must come out of the ``with`` statement as the very object
+      raised (identity, not equality): an exit that returns true for it, or
+      raises another exception (a copy, or one of its own ``from`` it), fails
+      with ``ContractError`` saying that the body's exception was swallowed or
+      replaced and naming it, chained from the exception that came out instead.
+      An exit that is right for the one exception a test happens to raise may
+      swallow a ``BrokenPipeError`` as "the peer went away", or a
+      ``KeyboardInterrupt`` as "stop quietly", and the code after the block then
+      runs as if nothing had happened;
     * a second ``with``, inside or after the first, raises ``ReentryError``;
     * ``close()``, if the class has it, may be called twice after the block, and
       the second call closes no descriptor that the process opened meanwhile
@@ -2262,7 +2281,13 @@ async def check_async_resource(
 
     The asynchronous twin of ``check_resource``, to be awaited in a running
     event loop: ``async with`` acquires and releases; an exception in the body
-    propagates unchanged; a second ``async with`` raises ``ReentryError``;
+    propagates unchanged (the same exceptions as ``check_resource`` raises, each
+    the very object); so does the ``CancelledError`` of a block cancelled in its
+    body, by ``task.cancel()`` and by an ``asyncio.timeout()`` that expires
+    there (swallowed, the code after the block runs although the task was
+    cancelled, or the timeout expired: ``asyncio.timeout()`` raises
+    ``TimeoutError`` only for a cancellation that comes out of the block); a
+    second ``async with`` raises ``ReentryError``;
     ``aclose()`` may be awaited twice; *use* (awaited with the object) works in
     the block and raises ``ClosedResourceError`` after it; an object collected
     while held emits a ``ResourceWarning``.  Tasks count as held: one the object
@@ -2271,8 +2296,10 @@ async def check_async_resource(
     suspension points in turn, until the block finishes first: after each,
     ``aclose()`` leaves nothing held.  Then the same sweep runs on ``aclose()``
     alone, and a cancelled ``aclose()`` must have released everything by itself,
-    as trio's resource contract requires.  *limit* and *settle* are those of
-    ``check_resource``.
+    as trio's resource contract requires.  In both sweeps a task cancelled
+    before it finished must end with ``CancelledError``: a block or an
+    ``aclose()`` that returns normally lost its cancellation.  *limit* and
+    *settle* are those of ``check_resource``.
     """
     checker = _Checker(released, settle)
     with _OrphanAdoption(), warnings.catch_warnings(record=True) as caught:
