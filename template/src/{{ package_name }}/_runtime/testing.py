@@ -2505,7 +2505,7 @@ async def _check_cancelled_block(
     arrived.__traceback__ = None
     del arrived, out, ended, task, block
     _expect_closed(manager)
-    await checker.aheld(f"a block cancelled by {how}")
+    await checker.aheld_at_once(f"a block cancelled by {how}")
 
 
 def _swallowed_cancellation(what: str, how: str) -> str:
