@@ -6,10 +6,11 @@ Only asynchronous code imports this module: it imports ``asyncio`` through
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from ._async_resource import AsyncResource
-from ._resource import tracked_resource
+from ._resource import NEW, OPEN, tracked_resource
 from .helpers import _CleanupStackBase, _release_call, _ThingAndMethod
 
 if TYPE_CHECKING:
@@ -46,9 +47,13 @@ class AsyncClosingWith(_ThingAndMethod[_T], AsyncResource[_T]):
     during the release, the method is still awaited to its end, and then
     ``CancelledError`` is re-raised (trio's rule: a cancelled close still closes);
     bound a method that can hang with a timeout of its own.  It is never awaited
-    twice.  ``aclose()`` releases early and may be awaited any
-    number of times.  Single-use; garbage-collected while entered, it emits a
-    ``ResourceWarning`` but cannot await the release.
+    twice.  Single-use.
+
+    Like ``ClosingWith``, the object owns *thing* from its creation: ``aclose()``
+    awaits the method, also before the block (which then can no longer be
+    entered: ``ReentryError``), and may be awaited any number of times; an object
+    garbage-collected before its block has ended, entered or not, emits a
+    ``ResourceWarning``, but cannot await the release.
     """
 
     __slots__ = ("_method", "_release_call", "_thing")
@@ -57,14 +62,30 @@ class AsyncClosingWith(_ThingAndMethod[_T], AsyncResource[_T]):
         self, thing: _T, method: str = "aclose", /, *args: object, **kwargs: object
     ) -> None:
         super().__init__()
-        self._release_call = _release_call(thing, method, args, kwargs)
         self._thing, self._method = thing, method
+        # Owned from this store on: before it, dropping the object drops *thing*.
+        self._release_call = _release_call(thing, method, args, kwargs)
 
     async def _acquire(self) -> _T:
         return self._thing
 
     async def _release(self, *, succeeded: bool) -> None:
         await self._release_call()
+
+    async def aclose(self) -> None:
+        """Await the release method now, before the block too; again, do nothing.
+
+        If the awaiting task is cancelled, the release still completes before
+        ``CancelledError`` is re-raised.
+        """
+        if self._state == NEW:
+            self._state = OPEN  # owned: released as a held one is
+        await AsyncResource.aclose(self)
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        if getattr(self, "_state", None) == NEW and hasattr(self, "_release_call"):
+            self._state = OPEN  # never entered, but owned: a warning
+        AsyncResource.__del__(self, _warn)
 
 
 @tracked_resource

@@ -48,6 +48,8 @@ from typing import (
 
 from ._cleanup import cleanup_outcome
 from ._resource import (
+    NEW,
+    OPEN,
     WAIT_SLICE,
     Resource,
     deferred_interrupts,
@@ -181,11 +183,18 @@ class ClosingWith(_ThingAndMethod[_T], Resource[_T]):
     out, with the extra *args* and *kwargs* given; the block's exception
     propagates, with a failure of the method attached to it as a note.  The method
     is looked up when the object is created, so a misspelt name raises
-    ``TypeError`` before anything runs.  ``close()`` releases early and may be
-    called any number of times.  Single-use; garbage-collected while entered, it
-    calls the method and emits a ``ResourceWarning``.  ``shutting_down``,
-    ``terminating`` and ``releasing`` build one with the method name checked by the
-    type checker.
+    ``TypeError`` before anything runs.
+
+    The object owns *thing* from its creation, as ``open()`` owns its file:
+    ``close()`` calls the method, also before the block (which then can no longer
+    be entered: ``ReentryError``), and may be called any number of times; an
+    object garbage-collected before its block has ended, entered or not, calls
+    the method and emits a ``ResourceWarning``.  So a ``KeyboardInterrupt`` that
+    lands as the ``with`` statement starts, before ``__enter__`` has run a line,
+    leaves *thing* to ``close()`` or to the collector, not to nobody, and
+    ``check_resource`` passes it.  Single-use.  ``shutting_down``,
+    ``terminating`` and ``releasing`` build one with the method name checked by
+    the type checker.
     """
 
     __slots__ = ("_method", "_release_call", "_thing")
@@ -194,14 +203,26 @@ class ClosingWith(_ThingAndMethod[_T], Resource[_T]):
         self, thing: _T, method: str = "close", /, *args: object, **kwargs: object
     ) -> None:
         Resource.__init__(self)
-        self._release_call = _release_call(thing, method, args, kwargs)
         self._thing, self._method = thing, method
+        # Owned from this store on: before it, dropping the object drops *thing*.
+        self._release_call = _release_call(thing, method, args, kwargs)
 
     def _acquire(self) -> _T:
         return self._thing
 
     def _release(self, *, succeeded: bool) -> None:
         self._release_call()
+
+    def close(self) -> None:
+        """Call the release method now, before the block too; again, do nothing."""
+        if self._state == NEW:
+            self._state = OPEN  # owned: released as a held one is
+        Resource.close(self)
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        if getattr(self, "_state", None) == NEW and hasattr(self, "_release_call"):
+            self._state = OPEN  # never entered, but owned: released, with a warning
+        Resource.__del__(self, _warn)
 
 
 def shutting_down(thing: _ShutdownT) -> ClosingWith[_ShutdownT]:

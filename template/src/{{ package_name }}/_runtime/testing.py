@@ -1396,6 +1396,83 @@ class _BodyError(Exception):
     """Raised inside a ``with`` block by the checker."""
 
 
+_RAISED = "raised in the body"
+_OS_ERRORS: tuple[tuple[type[OSError], int], ...] = (
+    (OSError, errno.EIO),
+    (BlockingIOError, errno.EAGAIN),
+    (ChildProcessError, errno.ECHILD),
+    (BrokenPipeError, errno.EPIPE),
+    (ConnectionAbortedError, errno.ECONNABORTED),
+    (ConnectionRefusedError, errno.ECONNREFUSED),
+    (ConnectionResetError, errno.ECONNRESET),
+    (FileExistsError, errno.EEXIST),
+    (FileNotFoundError, errno.ENOENT),
+    (InterruptedError, errno.EINTR),
+    (IsADirectoryError, errno.EISDIR),
+    (NotADirectoryError, errno.ENOTDIR),
+    (PermissionError, errno.EACCES),
+    (ProcessLookupError, errno.ESRCH),
+    (TimeoutError, errno.ETIMEDOUT),
+    (socket.gaierror, socket.EAI_NONAME),
+    (socket.herror, 1),  # HOST_NOT_FOUND
+)
+"""Each ``OSError`` class a release might treat apart (``except
+BrokenPipeError:``, ``errno == EPIPE``), with the ``errno`` it comes with."""
+_BODY_CHECKS = (
+    "exception in the body",
+    "OSError subclasses in the body",
+    "KeyboardInterrupt in the body",
+    "SystemExit in the body",
+    "exception groups in the body",
+)
+
+
+def _body_errors() -> list[BaseException]:
+    """A new instance of each exception the checker raises in a block, in turn.
+
+    An ordinary exception; each ``OSError`` class of ``_OS_ERRORS``;
+    ``KeyboardInterrupt`` and ``SystemExit``, which are not ``Exception``; an
+    ``ExceptionGroup`` (of an ``OSError`` and an ordinary exception) and a
+    ``BaseExceptionGroup`` (with a ``KeyboardInterrupt`` in it), which
+    ``except*`` code takes apart.
+    """
+    errors: list[BaseException] = [_BodyError(_RAISED)]
+    errors += [kind(number, _RAISED) for kind, number in _OS_ERRORS]
+    errors += [KeyboardInterrupt(_RAISED), SystemExit(_RAISED)]
+    members = [ConnectionResetError(errno.ECONNRESET, _RAISED), _BodyError(_RAISED)]
+    errors.append(ExceptionGroup(_RAISED, members))
+    errors.append(BaseExceptionGroup(_RAISED, [KeyboardInterrupt(_RAISED)]))
+    return errors
+
+
+def _kind_of(error: BaseException) -> str:
+    return type(error).__qualname__
+
+
+def _swallowed(error: BaseException, how: str) -> str:
+    """The message for a block whose *error* did not come out of it."""
+    return (
+        f"the body's exception was swallowed: {error!r} was raised in the block and "
+        f"{how} (an exception in the body must propagate unchanged)"
+    )
+
+
+def _expect_unchanged(error: BaseException, raised: BaseException) -> None:
+    """Fail unless *raised*, what came out of a block that raised *error*, is it.
+
+    The very object, not an equal one: ``raise type(exc)(...)`` or ``raise
+    RuntimeError(...) from exc`` in an exit replace it.  The class's own
+    exception is the ``ContractError``'s cause.
+    """
+    if raised is not error:
+        msg = (
+            f"the body's exception was replaced: {error!r} was raised in the block "
+            f"and {raised!r} came out of it (an exception in the body must "
+            "propagate unchanged)"
+        )
+        raise ContractError(msg) from raised
+
+
 class _InjectedError(OSError):
     """The ``OSError`` that the checker injects in place of a system call."""
 
@@ -1797,6 +1874,20 @@ class _Checker:
         self.caught: list[warnings.WarningMessage] = []
         self.tasks_before = _loop_tasks()
 
+    def held_at_once(self, what: str) -> None:
+        """``held()``, which collects garbage, only if something is held now.
+
+        What an object released by itself is free without a collection (tens of
+        milliseconds in a test session): only if something is still held does
+        ``held()`` collect, wait and name it.
+        """
+        if _Held().leaks_since(self.baseline) or (
+            self.released is not None and not self.released()
+        ):
+            self.held(what)
+        else:
+            self.made.clear()
+
     def held(self, what: str, *, probe: bool = True) -> None:
         """Fail if anything is held now that was not held before the checks.
 
@@ -1806,6 +1897,18 @@ class _Checker:
         """
         for _ in self._settling(what, probe=probe):
             time.sleep(0.005)
+
+    async def aheld_at_once(self, what: str) -> None:
+        """``aheld()`` only if something is held now (see ``held_at_once``)."""
+        await asyncio.sleep(0)
+        if (
+            _Held().leaks_since(self.baseline)
+            or self._new_tasks()
+            or (self.released is not None and not self.released())
+        ):
+            await self.aheld(what)
+        else:
+            self.made.clear()
 
     async def aheld(self, what: str, *, tasks_at_once: bool = True) -> None:
         """``held()`` that lets the event loop run while it waits, tasks included.
@@ -1926,7 +2029,26 @@ def check_resource(
       the resource is free), and ``closed`` is true if the class has it; on
       Linux the check adopts orphans, as ``LeakCheck`` does, so a process that
       a child started and left behind counts as held;
-    * an exception in the body propagates unchanged, and everything is released;
+    * an exception in the body propagates unchanged, and everything is released.
+      Blocks raise, one each, every exception whose kind a release may treat
+      apart: an ordinary ``Exception``; ``OSError`` and each of its subclasses
+      that a release might special-case (``BlockingIOError``,
+      ``ChildProcessError``, ``BrokenPipeError`` and the other
+      ``ConnectionError`` classes, ``FileExistsError``, ``FileNotFoundError``,
+      ``InterruptedError``, ``IsADirectoryError``, ``NotADirectoryError``,
+      ``PermissionError``, ``ProcessLookupError``, ``TimeoutError``,
+      ``socket.gaierror``, ``socket.herror``), each with its ``errno``;
+      ``KeyboardInterrupt`` and ``SystemExit``, which are not ``Exception``; an
+      ``ExceptionGroup`` and a ``BaseExceptionGroup``, which ``except*`` takes
+      apart.  Each must come out of the ``with`` statement as the very object
+      raised (identity, not equality): an exit that returns true for it, or
+      raises another exception (a copy, or one of its own ``from`` it), fails
+      with ``ContractError`` saying that the body's exception was swallowed or
+      replaced and naming it, chained from the exception that came out instead.
+      An exit that is right for the one exception a test happens to raise may
+      swallow a ``BrokenPipeError`` as "the peer went away", or a
+      ``KeyboardInterrupt`` as "stop quietly", and the code after the block then
+      runs as if nothing had happened;
     * a second ``with``, inside or after the first, raises ``ReentryError``;
     * ``close()``, if the class has it, may be called twice after the block, and
       the second call closes no descriptor that the process opened meanwhile
@@ -2023,6 +2145,30 @@ def _interrupts_raised() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _raise(error: BaseException) -> None:
+    raise error
+
+
+def _check_body_errors(
+    factory: Callable[[], AbstractContextManager[Any]], checker: _Checker
+) -> None:
+    """Raise each of ``_body_errors()`` in a block: it must come out, released."""
+    for error in _body_errors():
+        manager = checker.make(factory)
+        try:
+            with manager:
+                _raise(error)
+        except BaseException as raised:  # noqa: BLE001 - each must come out
+            _expect_unchanged(error, raised)
+        else:
+            raise ContractError(_swallowed(error, "the code after the block ran"))
+        finally:
+            error.__traceback__ = None  # its frames would keep the object alive
+        _expect_closed(manager)
+        checker.held_at_once(f"a block that raised {_kind_of(error)}")
+    checker.checks += list(_BODY_CHECKS)
+
+
 def _check_lifecycle(
     factory: Callable[[], AbstractContextManager[Any]],
     use: Callable[[Any], object] | None,
@@ -2052,19 +2198,7 @@ def _check_lifecycle(
     _expect_raises(ReentryError, _enter, manager, "a second with after the first")
     checker.checks += ["with", "re-entry after exit"]
 
-    manager = checker.make(factory)
-    error = _BodyError("raised in the body")
-    try:
-        with manager:
-            raise error
-    except _BodyError as raised:
-        if raised is not error:
-            raise ContractError("the body's exception was replaced") from raised
-    else:
-        raise ContractError("the body's exception was swallowed")
-    _expect_closed(manager)
-    checker.held("a block that raised")
-    checker.checks.append("exception in the body")
+    _check_body_errors(factory, checker)
 
     nested = checker.make(factory)
     with nested:
@@ -2147,7 +2281,13 @@ async def check_async_resource(
 
     The asynchronous twin of ``check_resource``, to be awaited in a running
     event loop: ``async with`` acquires and releases; an exception in the body
-    propagates unchanged; a second ``async with`` raises ``ReentryError``;
+    propagates unchanged (the same exceptions as ``check_resource`` raises, each
+    the very object); so does the ``CancelledError`` of a block cancelled in its
+    body, by ``task.cancel()`` and by an ``asyncio.timeout()`` that expires
+    there (swallowed, the code after the block runs although the task was
+    cancelled, or the timeout expired: ``asyncio.timeout()`` raises
+    ``TimeoutError`` only for a cancellation that comes out of the block); a
+    second ``async with`` raises ``ReentryError``;
     ``aclose()`` may be awaited twice; *use* (awaited with the object) works in
     the block and raises ``ClosedResourceError`` after it; an object collected
     while held emits a ``ResourceWarning``.  Tasks count as held: one the object
@@ -2156,8 +2296,10 @@ async def check_async_resource(
     suspension points in turn, until the block finishes first: after each,
     ``aclose()`` leaves nothing held.  Then the same sweep runs on ``aclose()``
     alone, and a cancelled ``aclose()`` must have released everything by itself,
-    as trio's resource contract requires.  *limit* and *settle* are those of
-    ``check_resource``.
+    as trio's resource contract requires.  In both sweeps a task cancelled
+    before it finished must end with ``CancelledError``: a block or an
+    ``aclose()`` that returns normally lost its cancellation.  *limit* and
+    *settle* are those of ``check_resource``.
     """
     checker = _Checker(released, settle)
     with _OrphanAdoption(), warnings.catch_warnings(record=True) as caught:
@@ -2201,6 +2343,29 @@ async def _check_async_collection(
     await checker.aheld(what, tasks_at_once=False)
 
 
+async def _check_async_body_errors(
+    factory: Callable[[], AbstractAsyncContextManager[Any]], checker: _Checker
+) -> None:
+    """``_check_body_errors`` for ``async with``, and a block cancelled two ways."""
+    for error in _body_errors():
+        manager = checker.make(factory)
+        try:
+            async with manager:
+                _raise(error)
+        except BaseException as raised:  # noqa: BLE001 - each must come out
+            _expect_unchanged(error, raised)
+        else:
+            raise ContractError(_swallowed(error, "the code after the block ran"))
+        finally:
+            error.__traceback__ = None  # its frames would keep the object alive
+        _expect_closed(manager)
+        await checker.aheld_at_once(f"a block that raised {_kind_of(error)}")
+    checker.checks += list(_BODY_CHECKS)
+    for timeout in (False, True):
+        await _check_cancelled_block(factory, checker, timeout=timeout)
+    checker.checks += ["cancellation in the body", "timeout in the body"]
+
+
 async def _check_async_lifecycle(
     factory: Callable[[], AbstractAsyncContextManager[Any]],
     use: Callable[[Any], Awaitable[object]] | None,
@@ -2235,22 +2400,125 @@ async def _check_async_lifecycle(
     else:
         raise ContractError("a second async with raised no ReentryError")
 
-    manager = checker.make(factory)
-    error = _BodyError("raised in the body")
-    try:
-        async with manager:
-            raise error
-    except _BodyError as raised:
-        if raised is not error:
-            raise ContractError("the body's exception was replaced") from raised
-    else:
-        raise ContractError("the body's exception was swallowed")
-    _expect_closed(manager)
-    await checker.aheld("a block that raised")
-    checker.checks.append("exception in the body")
+    await _check_async_body_errors(factory, checker)
 
     await _check_async_collection(factory, checker)
     checker.checks.append("collected while held")
+
+
+@dataclass
+class _CancelledBlock:
+    """What a block that was cancelled in its body let through."""
+
+    entered: asyncio.Future[None]
+    """Done once the body runs."""
+    arrived: BaseException | None = None
+    """The ``CancelledError`` that the body got."""
+    out: BaseException | None = None
+    """What came out of the ``async with`` statement."""
+    after: bool = False
+    """Whether the code after the block ran."""
+    timed_out: BaseException | None = None
+    """What came out of the ``asyncio.timeout()`` block around it."""
+
+
+async def _wait_in_block(
+    manager: AbstractAsyncContextManager[Any],
+    seen: _CancelledBlock,
+    scope: asyncio.Timeout | None,
+) -> None:
+    """Enter *manager* and wait in its body until cancelled; note what passes."""
+    try:
+        async with manager:
+            if scope is not None:  # it expires at the next turn of the loop
+                scope.reschedule(asyncio.get_running_loop().time())
+            seen.entered.set_result(None)
+            try:
+                await asyncio.get_running_loop().create_future()  # for ever
+            except BaseException as arrived:
+                seen.arrived = arrived
+                raise
+    except BaseException as out:
+        seen.out = out
+        raise
+    seen.after = True
+
+
+async def _timed_block(
+    manager: AbstractAsyncContextManager[Any], seen: _CancelledBlock
+) -> None:
+    """``_wait_in_block`` in an ``asyncio.timeout()`` that expires in the body."""
+    try:
+        async with asyncio.timeout(None) as scope:
+            await _wait_in_block(manager, seen, scope)
+    except BaseException as out:
+        seen.timed_out = out
+        raise
+
+
+async def _check_cancelled_block(
+    factory: Callable[[], AbstractAsyncContextManager[Any]],
+    checker: _Checker,
+    *,
+    timeout: bool,
+) -> None:
+    """Cancel a block in its body, by ``task.cancel()`` or by a timeout.
+
+    The ``CancelledError`` that the body gets must come out of the ``async
+    with`` statement, the very object: an exit that swallows it lets the code
+    after the block run although the task was cancelled (or the timeout
+    expired), and one that replaces it turns a cancellation into an error.
+    """
+    manager = checker.make(factory)
+    seen = _CancelledBlock(asyncio.get_running_loop().create_future())
+    how = "an asyncio.timeout() that expired" if timeout else "task.cancel()"
+    if timeout:
+        block = _timed_block(manager, seen)
+    else:
+        block = _wait_in_block(manager, seen, None)
+    task = asyncio.ensure_future(block)
+    try:
+        if not timeout:
+            first = asyncio.FIRST_COMPLETED
+            await asyncio.wait((task, seen.entered), return_when=first)
+            task.cancel()
+        await asyncio.wait((task,))
+    finally:
+        if not task.done():  # the checker itself was cancelled
+            task.cancel()
+    ended = _exception_of(task)  # retrieved: a TimeoutError, or the class's own
+    arrived, out = seen.arrived, seen.out
+    seen.arrived = seen.out = seen.timed_out = None
+    if not isinstance(arrived, asyncio.CancelledError):
+        msg = f"the block cancelled by {how} never got CancelledError in its body"
+        raise ContractError(msg) from (out or ended)
+    what = f"CancelledError from {how}"
+    if seen.after:
+        after = "the code after the block ran"
+        raise ContractError(_swallowed_cancellation(what, after))
+    if out is not arrived:
+        msg = (
+            f"the body's cancellation was replaced: {what} was raised in the block "
+            f"and {out!r} came out of it (a cancellation must propagate unchanged)"
+        )
+        raise ContractError(msg) from out
+    arrived.__traceback__ = None
+    del arrived, out, ended, task, block
+    _expect_closed(manager)
+    await checker.aheld_at_once(f"a block cancelled by {how}")
+
+
+def _swallowed_cancellation(what: str, how: str) -> str:
+    return (
+        f"the body's cancellation was swallowed: {what} was raised in the block and "
+        f"{how} (a cancellation must propagate unchanged)"
+    )
+
+
+def _exception_of(task: asyncio.Future[Any]) -> BaseException | None:
+    if task.cancelled():
+        return None
+    return task.exception()
 
 
 async def _block(manager: AbstractAsyncContextManager[Any]) -> None:
@@ -2320,6 +2588,15 @@ async def _cancel_sweep(
             if finished:
                 msg = f"{phase} finished but raised CancelledError"
                 raise ContractError(msg) from None
+        else:
+            if not finished:
+                where = f"cancelled at suspension point {target}"
+                what = "aclose()" if phase == "aclose" else "a block"
+                msg = (
+                    f"{what} {where} returned normally: its cancellation was "
+                    "swallowed (a cancelled task must raise CancelledError)"
+                )
+                raise ContractError(msg)
         if phase == "block":
             aclose = getattr(manager, "aclose", None)
             if aclose is not None:
