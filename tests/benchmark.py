@@ -16,7 +16,6 @@ figures of one run are compared with each other.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ctypes
 import itertools
 import json
@@ -198,61 +197,62 @@ def report(figures: Figures) -> None:
 
 
 def profile_renders(count: int) -> None:
-    """Render the all-resources project *count* times in-process; where the time goes.
+    """Copier's render of the all-resources project against the matrix's, *count* times.
 
-    The share of our own code is the time spent inside ``extensions/`` (the
-    context hook, the registry, the filters), excluding what they call in copier,
-    Jinja or the standard library.
+    The matrix's renders (``tests/rendering.py``) render a file again only where
+    the values it reads changed: the figure for all the combinations of the
+    registry, in matrix order, says what a combination costs on average.
     """
-    import cProfile
-    import pstats
-
     import copier
 
     from tests.conftest import copy_template
-    from tests.matrix import Combination
-    from tests.rendering import fast_rendering
+    from tests.matrix import MAIN_BASE, Combination, full_matrix
+    from tests.rendering import TemplateRenderer, add_capture
 
     answers = Combination(registry_keys(), True, True).answers()
     with tempfile.TemporaryDirectory(prefix="render-profile-") as folder:
         template = Path(folder, "template")
         template.mkdir()
         copy_template(template)
-        for plain in (True, False):
-            label = "plain copier" if plain else "with the matrix's shortcuts"
-            profiler = cProfile.Profile()
-            timings = []
-            with contextlib.nullcontext() if plain else fast_rendering():
-                for number in range(2 * count):
-                    profiled = number >= count  # timed first, then profiled
-                    destination = Path(folder, f"{int(plain)}-{number}")
-                    start = time.perf_counter()
-                    if profiled:
-                        profiler.enable()
-                    copier.run_copy(
-                        str(template),
-                        str(destination),
-                        data=answers,
-                        defaults=True,
-                        unsafe=True,
-                        quiet=True,
-                    )
-                    if profiled:
-                        profiler.disable()
-                    else:
-                        timings.append(time.perf_counter() - start)
-            stats = pstats.Stats(profiler)
-            total = stats.total_tt  # type: ignore[attr-defined]
-            ours = sum(
-                row[2]
-                for (filename, _, _), row in stats.stats.items()  # type: ignore[attr-defined]
-                if "/extensions/" in filename
+        add_capture(template)
+        copies = itertools.count()
+
+        def copy(given: dict[str, object]) -> Path:
+            destination = Path(folder, f"copy-{next(copies)}")
+            copier.run_copy(
+                str(template), str(destination), data=given, defaults=True, unsafe=True, quiet=True
             )
-            print(
-                f"render, {label}: median {statistics.median(timings) * 1000:.0f} ms, "
-                f"min {min(timings) * 1000:.0f} ms over {count}; our code (extensions/) "
-                f"{ours / total:.1%} of the profiled time"
-            )
+            return destination
+
+        timings = []
+        for _ in range(count):
+            start = time.perf_counter()
+            copy(answers)
+            timings.append(time.perf_counter() - start)
+        print(
+            f"render, copier copy: median {statistics.median(timings) * 1000:.1f} ms, "
+            f"min {min(timings) * 1000:.1f} ms over {count}"
+        )
+        start = time.perf_counter()
+        renderer = TemplateRenderer(template, MAIN_BASE.answers(), copy)
+        setup = time.perf_counter() - start
+        timings = []
+        for _ in range(count):
+            start = time.perf_counter()
+            renderer.files(answers)
+            timings.append(time.perf_counter() - start)
+        combos = [combo for combo in full_matrix() if combo.base() == MAIN_BASE]
+        start = time.perf_counter()
+        for combo in combos:
+            renderer.files(combo.answers())
+        sweep = time.perf_counter() - start
+        again = statistics.median(timings) * 1000
+        print(
+            f"render, the matrix's renderer: set up in {setup:.1f} s (one copier copy and "
+            f"every template parsed); the same project again {again:.1f} ms; every "
+            f"combination in turn {sweep / len(combos) * 1000:.1f} ms each "
+            f"({len(combos)} in {sweep:.1f} s)"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,6 +8,7 @@ import functools
 import hashlib
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.matrix import (
+    MAIN_BASE,
     ROOT,
     CheckLedger,
     Combination,
@@ -32,7 +34,7 @@ from tests.matrix import (
     shard_of,
 )
 from tests.preloaded import GENERATED_PYTEST_PLUGINS
-from tests.rendering import fast_rendering
+from tests.rendering import ProjectFolder, TemplateRenderer, add_capture
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -98,7 +100,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+RENDER_SEED_VARIABLE = "MATRIX_RENDER_SEED"
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # One seed for the run's sample of renders compared with Copier's
+    # (tests/test_harness.py): xdist's workers start after this, with this environment.
+    os.environ.setdefault(RENDER_SEED_VARIABLE, str(secrets.randbelow(2**32)))
     for option, check in (("--shard", parse_shard), ("--matrix-keys", registry_keys)):
         value = config.getoption(option)
         if value is not None:
@@ -106,6 +114,10 @@ def pytest_configure(config: pytest.Config) -> None:
                 check(value)
             except ValueError as error:
                 raise pytest.UsageError(str(error)) from None
+
+
+def pytest_report_header() -> str:
+    return f"{RENDER_SEED_VARIABLE}={os.environ.get(RENDER_SEED_VARIABLE)}"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -215,9 +227,13 @@ def template_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The template as it is in the working tree, copied into a plain folder.
 
     Rendering from a plain folder is twice as fast as from a git repository and
-    includes uncommitted changes without copier's dirty-repository warning.
+    includes uncommitted changes without copier's dirty-repository warning.  Its
+    ``copier.yml`` also loads the harness's ``CaptureRenderContext``, which only
+    records what Copier renders with (``tests/rendering.py``).
     """
-    return copy_template(tmp_path_factory.mktemp("template"))
+    snapshot = copy_template(tmp_path_factory.mktemp("template"))
+    add_capture(snapshot)
+    return snapshot
 
 
 def copy_template(folder: Path) -> Path:
@@ -238,21 +254,61 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> CheckLedger:
 
 
 @pytest.fixture(scope="session")
-def render(copie_session: Copie, template_snapshot: Path) -> Callable[[Combination], Path]:
-    """Render a combination once per worker (its tests share one xdist group)."""
-    cache: dict[Combination, Path] = {}
+def copier_copy(copie_session: Copie, template_snapshot: Path) -> Callable[[dict[str, Any]], Path]:
+    """``copier copy`` of the template snapshot with these answers (pytest-copie)."""
+
+    def _copy(answers: dict[str, Any]) -> Path:
+        with spent("copier copy"):
+            result = copie_session.copy(extra_answers=answers, template_dir=template_snapshot)
+        if result.exit_code != 0 or result.project_dir is None:
+            raise AssertionError(f"copier copy of {answers} failed: {result.exception!r}")
+        return result.project_dir
+
+    return _copy
+
+
+@pytest.fixture(scope="session")
+def renderers(
+    template_snapshot: Path, copier_copy: Callable[[dict[str, Any]], Path]
+) -> Callable[[Combination], TemplateRenderer]:
+    """The renderer of a combination's base, made once per worker and base."""
+    made: dict[tuple[str, str], TemplateRenderer] = {}
+
+    def _renderer(combo: Combination) -> TemplateRenderer:
+        base = combo.base()
+        if (base.license, base.python_min) not in made:
+            made[base.license, base.python_min] = TemplateRenderer(
+                template_snapshot, base.answers(), copier_copy
+            )
+        return made[base.license, base.python_min]
+
+    return _renderer
+
+
+@pytest.fixture(scope="session")
+def render(
+    renderers: Callable[[Combination], TemplateRenderer],
+    copier_copy: Callable[[dict[str, Any]], Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[Combination], Path]:
+    """Hold a combination in this worker's project folder (its tests run back to back).
+
+    The combinations of the full matrix proper (every resource subset, ``async_support``
+    and ``docs``) come from their base's ``TemplateRenderer``; the few others (each
+    license, each newer Python floor) are bases of their own, copied by Copier.
+    """
+    folder = ProjectFolder(tmp_path_factory.mktemp("project") / "project")
+    held: dict[Combination, Path] = {}
 
     def _render(combo: Combination) -> Path:
-        if combo not in cache:
-            with fast_rendering(), spent("render"):
-                result = copie_session.copy(
-                    extra_answers=combo.answers(), template_dir=template_snapshot
-                )
-            if result.exit_code != 0 or result.project_dir is None:
-                raise AssertionError(f"render of {combo.id} failed: {result.exception!r}")
-            cache.clear()  # the group's tests run back to back: keep one render
-            cache[combo] = result.project_dir
-        return cache[combo]
+        if combo not in held:
+            held.clear()
+            with spent("render"):  # a base's copier copy counts as "copier copy" too
+                if combo.base() == MAIN_BASE:
+                    held[combo] = folder.hold(renderers(combo).files(combo.answers()))
+                else:
+                    held[combo] = copier_copy(combo.answers())
+        return held[combo]
 
     return _render
 

@@ -88,6 +88,13 @@ class Combination:
         """
         return find_python(self.python_min)
 
+    def base(self) -> Combination:
+        """The combination of no resource, no async, no docs, with these other answers.
+
+        Every combination of a base is rendered from it (``tests/rendering.py``).
+        """
+        return Combination((), False, False, license=self.license, python_min=self.python_min)
+
     def answers(self) -> dict[str, Any]:
         return {
             **DEFAULT_ANSWERS,
@@ -97,6 +104,10 @@ class Combination:
             "license": self.license,
             "python_min": self.python_min,
         }
+
+
+MAIN_BASE = Combination((), False, False)
+"""The base of every combination but the few for the other licenses and floors."""
 
 
 def family_of(combination_id: str) -> str:

@@ -9,20 +9,24 @@ key changes when anything it claims to cover changes.
 from __future__ import annotations
 
 import ast
+import os
+import random
 import re
+import secrets
 import shutil
 import subprocess
 import sys
 import tomllib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import copier
+import jinja2
 import pytest
 
-from tests.conftest import failure_excerpt, run_in
+from tests.conftest import RENDER_SEED_VARIABLE, failure_excerpt, run_in
 from tests.matrix import (
     DOCS_STUB,
     FENCE,
+    MAIN_BASE,
     PACKAGE,
     ROOT,
     RUNTIME_DIR,
@@ -30,6 +34,7 @@ from tests.matrix import (
     docs_link_forms_problems,
     docs_page_keys,
     example_skeleton,
+    full_matrix,
     give_distinct_mtimes,
     keys_of_test_files,
     mypy_key,
@@ -39,7 +44,7 @@ from tests.matrix import (
     registry,
     ruff_keys,
 )
-from tests.rendering import COMPILES, fast_rendering, tree_of
+from tests.rendering import TemplateRenderer, resource_questions, source_problems, tree_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -50,89 +55,82 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.slow
 
 ALL = tuple(resource.key for resource in registry.RESOURCES)
-COMPARED = [
-    Combination(ALL, True, True),
-    Combination((), False, False, license="none"),
-    Combination(ALL[:3], False, True, python_min="3.13"),
-]
+RENDER_SEED = int(os.environ.get(RENDER_SEED_VARIABLE) or secrets.randbelow(2**32))
+"""The seed of this run's sample of combinations compared with Copier's renders: a
+new one every run, the same in every worker (``pytest_configure`` sets it before
+they start), printed in the run's header; set ``MATRIX_RENDER_SEED`` to repeat it."""
+SAMPLED_RENDERS = 4
 
 
-def _render(template: Path, combo: Combination, destination: Path) -> Path:
-    copier.run_copy(
-        str(template),
-        str(destination),
-        data=combo.answers(),
-        defaults=True,
-        unsafe=True,
-        quiet=True,
-    )
-    return destination
+def _sampled_combination(index: int) -> Combination:
+    """The *index*-th combination of this run's rotating sample of the main base."""
+    family = [combo for combo in full_matrix() if combo.base() == MAIN_BASE]
+    fixed = [Combination(ALL, True, True), Combination((), False, False)]
+    drawn = random.Random(RENDER_SEED).sample(family, SAMPLED_RENDERS)
+    combos: list[Combination] = [*fixed, *drawn]
+    return combos[index]
 
 
-@pytest.mark.parametrize("compared", COMPARED, ids=lambda combo: combo.id)
-def test_fast_render_is_the_plain_render(
-    compared: Combination, template_snapshot: Path, tmp_path: Path
+@pytest.mark.parametrize("index", range(SAMPLED_RENDERS + 2))
+def test_the_renderer_makes_what_copier_makes(
+    index: int,
+    renderers: Callable[[Combination], TemplateRenderer],
+    copier_copy: Callable[[dict[str, Any]], Path],
 ) -> None:
-    plain = _render(template_snapshot, compared, tmp_path / "plain")
-    with fast_rendering():
-        fast = _render(template_snapshot, compared, tmp_path / "fast")
-        before = COMPILES.copy()
-        again = _render(template_snapshot, compared, tmp_path / "again")
-    assert COMPILES["compiled"] == before["compiled"], "the second render compiled again"
-    assert COMPILES["memoised"] > before["memoised"] + 100, "the second render used the memo"
-    assert tree_of(fast) == tree_of(plain)
-    assert tree_of(again) == tree_of(plain)
-    # Copier's git index sync is a no-op outside a work tree, where the matrix renders.
-    inside = subprocess.run(
-        ["git", "-C", str(fast), "rev-parse", "--is-inside-work-tree"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert inside.returncode != 0, inside.stdout
+    """The premise of ``tests/rendering.py``, on every run: byte for byte, mode for mode.
+
+    Every file's path, bytes and permission bits, for the combination with every
+    resource, the one with none, and four drawn at random from the whole matrix.
+    """
+    combo = _sampled_combination(index)
+    made = renderers(combo).files(combo.answers())
+    copied = tree_of(copier_copy(combo.answers()))
+    differing = sorted(name for name in {*made, *copied} if made.get(name) != copied.get(name))
+    assert differing == [], f"{combo.id} (MATRIX_RENDER_SEED={RENDER_SEED})"
 
 
-def test_memoised_compile_tells_sources_apart(template_snapshot: Path, tmp_path: Path) -> None:
-    """A changed template renders its new text: the memo is keyed by the source."""
-    combo = Combination(ALL[:1], False, False)
-    readme = template_snapshot / "template" / "README.md.jinja"
-    original = readme.read_text(encoding="utf-8")
-    with fast_rendering():
-        before = _render(template_snapshot, combo, tmp_path / "before")
-        readme.write_text(original + "\nAn added line: {{ package_name }}.\n", encoding="utf-8")
-        compiled = COMPILES["compiled"]
-        try:
-            after = _render(template_snapshot, combo, tmp_path / "after")
-        finally:
-            readme.write_text(original, encoding="utf-8")
-    assert COMPILES["compiled"] == compiled + 1, "only the changed README compiled again"
-    assert "An added line" not in (before / "README.md").read_text(encoding="utf-8")
-    assert f"An added line: {PACKAGE}." in (after / "README.md").read_text(encoding="utf-8")
+@pytest.mark.parametrize(
+    ("source", "questions"),
+    [
+        ("{% if 'file' in resources %}x{% endif %}", ("file",)),
+        ("{% if resources %}x{% endif %}", ("",)),
+        ("{% if not resources %}x{% endif %}", ("",)),
+        ("{{ 'a' if resources else 'b' }}", ("",)),
+        ("{{ 'lock' in resources and 'file' in resources }}", ("file", "lock")),
+        ("{% for name in resources %}{{ name }}{% endfor %}", None),
+        ("{{ resources | length }}", None),
+        ("{{ resources[0] }}", None),
+        ("{% set chosen = resources %}{{ 'file' in chosen }}", None),
+        ("{{ 'file' in resources + ['x'] }}", None),
+        ("{{ resources == ['file'] }}", None),
+        ("{{ key in resources }}", None),
+        ("{{ resources or 'none' }}", None),
+    ],
+)
+def test_a_file_is_keyed_by_the_questions_it_asks_of_resources(
+    source: str, questions: tuple[str, ...] | None
+) -> None:
+    """Any read of ``resources`` but a question keys the file by the whole list."""
+    assert resource_questions(jinja2.Environment().parse(source)) == questions
 
 
-YIELD_TEMPLATE = {
-    "copier.yml": "items:\n  type: yaml\n  default: '[a, b]'\n",
-    "{% yield item from items %}{{ item }}{% endyield %}.txt.jinja": "{{ item }}\n",
-    "{% yield other from items %}other-{{ other }}{% endyield %}.txt.jinja": "{{ other }}\n",
-}
-
-
-def test_extension_tags_are_parsed_every_time(tmp_path: Path) -> None:
-    """Copier's ``{% yield %}`` keeps state while parsing: such sources skip the memo."""
-    template = tmp_path / "template"
-    template.mkdir()
-    for name, text in YIELD_TEMPLATE.items():
-        (template / name).write_text(text, encoding="utf-8")
-
-    def render(destination: Path) -> dict[str, tuple[bytes, int]]:
-        copier.run_copy(str(template), str(destination), defaults=True, quiet=True)
-        return tree_of(destination)
-
-    plain = render(tmp_path / "plain")
-    assert set(plain) >= {"a.txt", "b.txt", "other-a.txt", "other-b.txt"}
-    with fast_rendering():
-        assert render(tmp_path / "fast") == plain
-        assert render(tmp_path / "again") == plain
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{% include 'other.jinja' %}",
+        "{% import 'macros.jinja' as macros %}",
+        "{% extends 'base.jinja' %}",
+        "{{ 'x' | reads_context }}",
+        "{{ ['x'] | map('reads_context') | list }}",
+        "{% if 'x' is context_test %}{% endif %}",
+    ],
+)
+def test_a_file_that_may_read_more_than_it_names_is_refused(source: str) -> None:
+    env = jinja2.Environment()
+    env.filters["reads_context"] = jinja2.pass_context(lambda context, value: value)
+    env.tests["context_test"] = jinja2.pass_context(lambda context, value: True)
+    assert source_problems(env, env.parse(source)) != []
+    assert source_problems(env, env.parse("{{ ['x'] | map('upper') | list }}")) == []
 
 
 FAILING_TESTS = """\

@@ -111,7 +111,9 @@ def test_tests_workflow_runs_the_whole_run_in_shards() -> None:
     assert f'python3 -m uv run pytest --shard "${{SHARD}}/{len(shards)}"' in runs
     assert "python3 -m uv run pytest" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     quick = [step.get("run", "") for step in jobs["quick"]["steps"]]
-    assert 'python3 -m uv run pytest -m "not slow"' in quick
+    assert 'python3 -m uv run --resolution "${RESOLUTION}" pytest -m "not slow"' in quick
+    # The quick tier runs at both ends of every stated range (tests/test_versions.py).
+    assert jobs["quick"]["strategy"]["matrix"]["resolution"] == ["highest", "lowest-direct"]
     mutation = [step.get("run", "") for step in jobs["mutation"]["steps"]]
     assert "python3 -m uv run python -m tests.mutation_check" in mutation
     assert "schedule" in loaded["on"]

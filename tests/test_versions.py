@@ -89,8 +89,8 @@ def test_min_copier_version_is_the_floor_of_the_range() -> None:
     minimum = Version(config["_min_copier_version"])
     assert minimum == floor(dev_requirements()["copier"].specifier)
     # Copier's floors for what the template uses: multiselect validators (9.2.0),
-    # list answers given as strings (9.8.0), the Worker method the harness patches
-    # (9.15.0), the question named in an "Invalid choice" error, which
+    # list answers given as strings (9.8.0), the question named in an "Invalid
+    # choice" error, which
     # tests/test_questions.py expects (9.15.1).
     assert minimum >= Version("9.15.1")
 
