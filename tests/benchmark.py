@@ -1,7 +1,7 @@
 """Time the matrix: what it runs, where the time goes, and how it grows per resource.
 
     python3 -m uv run python -m tests.benchmark             # the full matrix
-    python3 -m uv run python -m tests.benchmark --growth    # and the 6- and 7-resource cuts
+    python3 -m uv run python -m tests.benchmark --growth    # every cut from 6 resources up
 
 Each run is ``pytest tests/test_matrix.py`` in a process of its own, from an empty
 ledger, with the workers given by ``-n`` (default ``auto``, as ``pytest`` runs:
@@ -261,7 +261,9 @@ def main(argv: list[str] | None = None) -> None:
         "-n", "--workers", default="auto", help="xdist workers (default auto: two per core)"
     )
     parser.add_argument(
-        "--growth", action="store_true", help="also run the matrix cut to 6 and 7 resources"
+        "--growth",
+        action="store_true",
+        help="run the matrix cut to 6 resources, 7, ... up to the whole registry",
     )
     parser.add_argument("--sample", action="store_true", help="the sample matrix instead")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
@@ -277,7 +279,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     _adopt_orphans()
     keys = registry_keys()
-    cuts = [keys[:6], keys[:7], keys] if args.growth else [keys]
+    cuts = (
+        [keys[:size] for size in range(min(6, len(keys)), len(keys) + 1)] if args.growth else [keys]
+    )
     results = []
     for cut in cuts:
         figures = run_matrix(cut, args.workers, args.sample)
@@ -291,6 +295,13 @@ def main(argv: list[str] | None = None) -> None:
                 f"x{after.wall_s / before.wall_s:.2f} wall, x{after.cpu_s / before.cpu_s:.2f} CPU, "
                 f"for x{after.combinations / before.combinations:.2f} combinations"
             )
+        first, last = results[0], results[-1]
+        steps = last.resources - first.resources
+        print(
+            f"  per added resource, {first.resources} to {last.resources} (geometric mean): "
+            f"x{(last.wall_s / first.wall_s) ** (1 / steps):.2f} wall, "
+            f"x{(last.cpu_s / first.cpu_s) ** (1 / steps):.2f} CPU"
+        )
     if args.json:
         print(json.dumps([asdict(figures) for figures in results], indent=2))
 
