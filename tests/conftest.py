@@ -227,11 +227,17 @@ def template_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The template as it is in the working tree, copied into a plain folder.
 
     Rendering from a plain folder is twice as fast as from a git repository and
-    includes uncommitted changes without copier's dirty-repository warning.  Its
-    ``copier.yml`` also loads the harness's ``CaptureRenderContext``, which only
-    records what Copier renders with (``tests/rendering.py``).
+    includes uncommitted changes without copier's dirty-repository warning.
     """
-    snapshot = copy_template(tmp_path_factory.mktemp("template"))
+    return copy_template(tmp_path_factory.mktemp("template"))
+
+
+@pytest.fixture(scope="session")
+def render_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the template whose ``copier.yml`` also loads the harness's
+    ``CaptureRenderContext`` (``tests/rendering.py``), for in-process renders only:
+    copier's command line, in a process of its own, cannot import it."""
+    snapshot = copy_template(tmp_path_factory.mktemp("render-template"))
     add_capture(snapshot)
     return snapshot
 
@@ -254,12 +260,12 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> CheckLedger:
 
 
 @pytest.fixture(scope="session")
-def copier_copy(copie_session: Copie, template_snapshot: Path) -> Callable[[dict[str, Any]], Path]:
-    """``copier copy`` of the template snapshot with these answers (pytest-copie)."""
+def copier_copy(copie_session: Copie, render_snapshot: Path) -> Callable[[dict[str, Any]], Path]:
+    """``copier copy`` of the render snapshot with these answers (pytest-copie)."""
 
     def _copy(answers: dict[str, Any]) -> Path:
         with spent("copier copy"):
-            result = copie_session.copy(extra_answers=answers, template_dir=template_snapshot)
+            result = copie_session.copy(extra_answers=answers, template_dir=render_snapshot)
         if result.exit_code != 0 or result.project_dir is None:
             raise AssertionError(f"copier copy of {answers} failed: {result.exception!r}")
         return result.project_dir
@@ -269,7 +275,7 @@ def copier_copy(copie_session: Copie, template_snapshot: Path) -> Callable[[dict
 
 @pytest.fixture(scope="session")
 def renderers(
-    template_snapshot: Path, copier_copy: Callable[[dict[str, Any]], Path]
+    render_snapshot: Path, copier_copy: Callable[[dict[str, Any]], Path]
 ) -> Callable[[Combination], TemplateRenderer]:
     """The renderer of a combination's base, made once per worker and base."""
     made: dict[tuple[str, str], TemplateRenderer] = {}
@@ -278,7 +284,7 @@ def renderers(
         base = combo.base()
         if (base.license, base.python_min) not in made:
             made[base.license, base.python_min] = TemplateRenderer(
-                template_snapshot, base.answers(), copier_copy
+                render_snapshot, base.answers(), copier_copy
             )
         return made[base.license, base.python_min]
 

@@ -364,19 +364,31 @@ def test_a_reduced_docs_build_of_clean_pages_passes(
     render: Callable[[Combination], Path], run_preloaded: RunTool, tmp_path: Path
 ) -> None:
     project = render(Combination(("lock", "file"), True, True))
-    # Pages that link to no anchor: each is kept alone.
-    for pending in ({"docs/errors.md"}, {"docs/testing.md"}, {"docs/index.md"}):
+    # Pages that link to no anchor are kept alone; the testing page links to an
+    # anchor of the helpers page (ClosingWith's section), which is kept with it.
+    for pending, kept in (
+        ({"docs/errors.md"}, set()),
+        ({"docs/index.md"}, set()),
+        ({"docs/testing.md"}, {"docs/helpers.md"}),
+    ):
         reduced = shutil.copytree(project, tmp_path / str(len(list(tmp_path.iterdir()))))
-        assert reduce_docs_tree(reduced, pending) == pending
-        assert (reduced / "docs" / "helpers.md").read_text(encoding="utf-8") == DOCS_STUB
+        assert reduce_docs_tree(reduced, pending) == pending | kept
+        helpers = (reduced / "docs" / "helpers.md").read_text(encoding="utf-8")
+        assert (helpers == DOCS_STUB) == (not kept)
         assert _build_findings(reduced, run_preloaded) == []
     # A kept page's link to an anchor keeps the page that has the anchor, and so
-    # on: the files page links to an anchor of the testing page.
+    # on: the files page links to an anchor of the testing page, and that one to
+    # an anchor of the helpers page.
     reduced = shutil.copytree(project, tmp_path / "anchored")
     errors = reduced / "docs" / "errors.md"
     errors.write_text(f"{errors.read_text()}\nSee [R](resources/files.md#reference).\n")
     kept = reduce_docs_tree(reduced, {"docs/errors.md"})
-    assert kept == {"docs/errors.md", "docs/resources/files.md", "docs/testing.md"}
+    assert kept == {
+        "docs/errors.md",
+        "docs/resources/files.md",
+        "docs/testing.md",
+        "docs/helpers.md",
+    }
     assert _build_findings(reduced, run_preloaded) == []
 
 
