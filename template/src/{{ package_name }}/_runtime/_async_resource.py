@@ -13,6 +13,7 @@ import functools
 import warnings
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from . import _resource
 from ._cleanup import raise_unless_noted
 from ._resource import (
     _MISUSE,
@@ -99,9 +100,19 @@ class AsyncResource(Generic[_T_co]):
     socket that would wait for its peer); by default it does nothing.
     ``aclose()`` may be awaited any number of times; a second one while the first
     is releasing waits for the same release.
+
+    In a process forked inside the block (see ``Resource``), the block's end,
+    ``aclose()`` and collection call ``_release_copy()`` instead, synchronously,
+    and await nothing: the child's event loop is a copy of the parent's, whose
+    selector (an epoll instance on Linux) the two processes share, so that a
+    descriptor the child unregistered would stop being watched in the parent
+    too.  By default it releases nothing.
     """
 
-    __slots__ = ("_releasing", "_state")
+    __slots__ = ("_pid", "_releasing", "_state")
+
+    _pid: int
+    """The process that acquired; set by ``__aenter__``."""
 
     def __init__(self) -> None:
         self._state = NEW
@@ -126,9 +137,17 @@ class AsyncResource(Generic[_T_co]):
     def _block_raised(self, exc: BaseException) -> None:
         """Called by the exit of a block that raised *exc*, before the release."""
 
+    def _release_copy(self) -> None:
+        """Release this process's copy, in a process forked inside the block.
+
+        Synchronous, and it must not touch the event loop (see the class
+        docstring).  By default it releases nothing.
+        """
+
     async def __aenter__(self) -> _T_co:
         if self._state != NEW:
             raise ReentryError(self)
+        self._pid = _resource._PID  # before the state says something may be held
         self._state = OPENING
         try:
             value = await self._acquire()
@@ -145,6 +164,9 @@ class AsyncResource(Generic[_T_co]):
         traceback: TracebackType | None,
     ) -> None:
         if self._state in HELD:
+            if self._pid != _resource._PID:  # in a process forked inside the block
+                self._disown(exc)
+                return
             if exc is not None:
                 self._block_raised(exc)
             await self._finish(exc, succeeded=exc is None)
@@ -155,6 +177,9 @@ class AsyncResource(Generic[_T_co]):
         except AttributeError:  # __init__ failed before AsyncResource.__init__ ran
             return
         if state not in HELD:
+            return
+        if self._pid != _resource._PID:  # a copy in a forked child: not a leak
+            self._disown(None)
             return
         released = self._release_now()
         self._state = CLOSED
@@ -173,6 +198,9 @@ class AsyncResource(Generic[_T_co]):
         ``CancelledError`` is re-raised.
         """
         if self._state in HELD:
+            if self._pid != _resource._PID:  # in a process forked inside the block
+                self._disown(None)
+                return
             await self._finish(None, succeeded=False)
 
     def _require(self, value: _V | None) -> _V:
@@ -185,8 +213,23 @@ class AsyncResource(Generic[_T_co]):
     def _close_now(self) -> None:
         """Release at once with ``_release_now()`` (for a release that never waits)."""
         if self._state in HELD:
+            if self._pid != _resource._PID:  # in a process forked inside the block
+                self._disown(None)
+                return
             self._release_now()
             self._state = CLOSED
+
+    def _in_acquiring_process(self) -> bool:
+        """Whether this is the process that acquired (true before acquisition)."""
+        return self._state not in HELD or self._pid == _resource._PID
+
+    def _disown(self, primary: BaseException | None) -> None:
+        """Close the object in this process, which did not acquire: its copy only."""
+        self._state = CLOSED
+        try:
+            self._release_copy()
+        except BaseException as error:  # noqa: BLE001 - raise_unless_noted raises it
+            raise_unless_noted(error, self, primary)
 
     async def _finish(self, primary: BaseException | None, *, succeeded: bool) -> None:
         releasing = self._releasing
@@ -220,7 +263,9 @@ class ThreadedResource(AsyncResource[_T_co]):
     cancelled acquisition waits for the thread and then releases what it
     acquired; collected while held, it is closed in the collecting thread.  The
     exit of a block that raised passes the exception on to the synchronous
-    resource's ``_block_raised``.
+    resource's ``_block_raised``.  In a process forked inside the block, the
+    synchronous resource is closed in place, where its own ``_release_copy()``
+    runs.
     """
 
     __slots__ = ("_sync",)
@@ -255,3 +300,6 @@ class ThreadedResource(AsyncResource[_T_co]):
     def _release_now(self) -> bool:
         self._sync.close()
         return True
+
+    def _release_copy(self) -> None:
+        self._sync.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
+from . import _resource
 from ._async_resource import AsyncResource
 from ._resource import tracked_resource
 from .helpers import _CleanupStackBase, _release_call, _ThingAndMethod
@@ -48,7 +49,9 @@ class AsyncClosingWith(_ThingAndMethod[_T], AsyncResource[_T]):
     bound a method that can hang with a timeout of its own.  It is never awaited
     twice.  ``aclose()`` releases early and may be awaited any
     number of times.  Single-use; garbage-collected while entered, it emits a
-    ``ResourceWarning`` but cannot await the release.
+    ``ResourceWarning`` but cannot await the release.  In a process forked inside
+    the block, the method is not awaited: *thing* belongs to the process that
+    entered (``ClosingWith``'s rule).
     """
 
     __slots__ = ("_method", "_release_call", "_thing")
@@ -89,7 +92,9 @@ class AsyncCleanupStack(_CleanupStackBase):
     ``aclose()`` (or a cancelled exit) still runs every remaining cleanup, then
     re-raises ``CancelledError``: an interrupt is never hidden in a group.
     Garbage-collected with pending cleanups, it runs the synchronous ones and
-    warns that the asynchronous ones could not be awaited.  Single-use.
+    warns that the asynchronous ones could not be awaited.  Single-use.  In a
+    process forked inside the block, only the cleanups registered there run
+    (``CleanupStack``'s rule).
     """
 
     __slots__ = ()
@@ -111,7 +116,7 @@ class AsyncCleanupStack(_CleanupStackBase):
         kind = "an async context manager"
         enter, exit_ = self._entry(manager, kind, "__aenter__", "__aexit__")
         value: _T = await enter()
-        self._cleanups.append((manager, exit_, True))
+        self._cleanups.append((manager, exit_, True, _resource._PID))
         return value
 
     def async_callback(
@@ -131,7 +136,7 @@ class AsyncCleanupStack(_CleanupStackBase):
         ) -> None:
             await function(*args, **kwargs)
 
-        self._cleanups.append((function, exit_, True))
+        self._cleanups.append((function, exit_, True, _resource._PID))
         return function
 
     async def aclose(self) -> None:
