@@ -20,8 +20,6 @@ from ._resource import (
     CLOSED,
     HELD,
     NEW,
-    OPEN,
-    OPENING,
     Resource,
     tracked_resource,
 )
@@ -109,10 +107,7 @@ class AsyncResource(Generic[_T_co]):
     too.  By default it releases nothing.
     """
 
-    __slots__ = ("_pid", "_releasing", "_state")
-
-    _pid: int
-    """The process that acquired; set by ``__aenter__``."""
+    __slots__ = ("_releasing", "_state")
 
     def __init__(self) -> None:
         self._state = NEW
@@ -147,14 +142,13 @@ class AsyncResource(Generic[_T_co]):
     async def __aenter__(self) -> _T_co:
         if self._state != NEW:
             raise ReentryError(self)
-        self._pid = _resource._PID  # before the state says something may be held
-        self._state = OPENING
+        self._state = _resource.OPENING  # this process's: the record (Resource)
         try:
             value = await self._acquire()
         except BaseException as error:
             await self._finish(error, succeeded=False)
             raise
-        self._state = OPEN
+        self._state = _resource.OPEN
         return value
 
     async def __aexit__(
@@ -164,7 +158,7 @@ class AsyncResource(Generic[_T_co]):
         traceback: TracebackType | None,
     ) -> None:
         if self._state in HELD:
-            if self._pid != _resource._PID:  # in a process forked inside the block
+            if self._acquired_elsewhere():  # in a process forked inside the block
                 self._disown(exc)
                 return
             if exc is not None:
@@ -178,7 +172,7 @@ class AsyncResource(Generic[_T_co]):
             return
         if state not in HELD:
             return
-        if self._pid != _resource._PID:  # a copy in a forked child: not a leak
+        if self._acquired_elsewhere():  # a copy in a forked child: not a leak
             self._disown(None)
             return
         released = self._release_now()
@@ -198,14 +192,14 @@ class AsyncResource(Generic[_T_co]):
         ``CancelledError`` is re-raised.
         """
         if self._state in HELD:
-            if self._pid != _resource._PID:  # in a process forked inside the block
+            if self._acquired_elsewhere():  # in a process forked inside the block
                 self._disown(None)
                 return
             await self._finish(None, succeeded=False)
 
     def _require(self, value: _V | None) -> _V:
         """Return *value*, a piece of the resource, or raise if it is not held."""
-        if value is None or self._state != OPEN:
+        if value is None or self._state != _resource.OPEN:
             state = _MISUSE.get(self._state, "is closed")
             raise ClosedResourceError(f"{self!r} {state}")
         return value
@@ -213,15 +207,17 @@ class AsyncResource(Generic[_T_co]):
     def _close_now(self) -> None:
         """Release at once with ``_release_now()`` (for a release that never waits)."""
         if self._state in HELD:
-            if self._pid != _resource._PID:  # in a process forked inside the block
+            if self._acquired_elsewhere():  # in a process forked inside the block
                 self._disown(None)
                 return
             self._release_now()
             self._state = CLOSED
 
-    def _in_acquiring_process(self) -> bool:
-        """Whether this is the process that acquired (true before acquisition)."""
-        return self._state not in HELD or self._pid == _resource._PID
+    def _acquired_elsewhere(self) -> bool:
+        """Whether another process acquired what this object holds (``Resource``'s)."""
+        state = self._state
+        own = (_resource.OPEN, _resource.OPENING)
+        return state in HELD and state is not own[0] and state is not own[1]
 
     def _disown(self, primary: BaseException | None) -> None:
         """Close the object in this process, which did not acquire: its copy only."""

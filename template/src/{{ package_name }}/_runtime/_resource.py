@@ -34,14 +34,16 @@ a call into C code returns.  The protocol below makes every such point safe.
   ``with deferred_interrupts():``, which holds ``KeyboardInterrupt`` back until
   they are over.
 
-fork().  Each object records the process that acquired (``__enter__`` stores
-``_PID``, this process's id, which ``os.register_at_fork`` keeps up to date: a
-load and a store, where ``os.getpid()`` is a system call).  A block left, an
-object closed or collected, in a process forked inside the block (a child, whose
-id differs: one comparison) runs ``_release_copy()`` instead of ``_release``: it
-releases only what is the child's own copy (a descriptor), never what belongs to
-the process that acquired (a file replaced, a directory removed, a child process
-killed, a socket shut down).
+fork().  Each object records the process that acquired: the states that say
+it holds something, ``OPENING`` and ``OPEN``, are objects of this process, and a
+child forked from it makes its own (``_forked``, an ``os.register_at_fork``
+hook), equal to them but not the same.  So the state that ``__enter__`` stores
+anyway is the record, and the check that the block's end makes anyway becomes
+one identity comparison (``state is OPEN``).  A block left, an object closed or
+collected, in a process forked inside the block runs ``_release_copy()`` instead
+of ``_release``: it releases only what is the child's own copy (a descriptor),
+never what belongs to the process that acquired (a file replaced, a directory
+removed, a child process killed, a socket shut down).
 """
 
 from __future__ import annotations
@@ -94,19 +96,25 @@ _MISUSE = {
 
 
 _PID = os.getpid()
-"""The id of this process, set again in a child forked from it (``_forked``).
-
-What an object records when it acquires, and compares when it releases: a
-module global, read in a few nanoseconds, where ``os.getpid()`` is a system call
-(glibc stopped caching the pid in 2.25) of about 0.3 us.  Like ``random`` and
-``multiprocessing``, it relies on ``os.register_at_fork``, which ``os.fork()``,
-``os.forkpty()`` and ``multiprocessing`` run, and which a C extension calling
-``fork()`` itself bypasses."""
+"""The id of this process, kept by ``_forked`` in a child forked from it."""
 
 
 def _forked() -> None:
-    """Note the id of the child: an ``os.register_at_fork`` hook."""
-    global _PID  # noqa: PLW0603 - the one value every object compares with
+    """Give the child states of its own: an ``os.register_at_fork`` hook.
+
+    ``OPENING`` and ``OPEN`` become new strings, equal to the parent's (so that
+    ``HELD``, ``_MISUSE`` and every ``==`` take both) but not the same objects:
+    an object whose state ``is`` neither was acquired by another process.  The
+    check costs nothing that the block did not do already, where recording
+    ``os.getpid()`` would add a store to each block and a comparison to each
+    exit, and ``os.getpid()`` is a system call (glibc stopped caching the pid in
+    2.25) of about 0.3 us.  Like ``random`` and ``multiprocessing``, it relies on
+    ``os.register_at_fork``, which ``os.fork()``, ``os.forkpty()`` and
+    ``multiprocessing`` run, and which a C extension calling ``fork()`` itself
+    bypasses.
+    """
+    global OPENING, OPEN, _PID  # noqa: PLW0603 - what every object compares with
+    OPENING, OPEN = OPENING[:1] + OPENING[1:], OPEN[:1] + OPEN[1:]
     _PID = os.getpid()
 
 
@@ -328,10 +336,7 @@ class Resource(Generic[_T_co]):
     ``ResourceWarning``.
     """
 
-    __slots__ = ("_pid", "_state")
-
-    _pid: int
-    """The process that acquired; set by ``__enter__``, read only once it has."""
+    __slots__ = ("_state",)
 
     def __init__(self) -> None:
         self._state = NEW
@@ -363,8 +368,7 @@ class Resource(Generic[_T_co]):
     def __enter__(self) -> _T_co:
         if self._state is not NEW:
             raise ReentryError(self)
-        self._pid = _PID  # before the state says that something may be held
-        self._state = OPENING
+        self._state = OPENING  # this process's (see _forked): the record
         try:
             value = self._acquire()
         except BaseException as error:
@@ -379,19 +383,28 @@ class Resource(Generic[_T_co]):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._state in HELD:
-            if self._pid != _PID:  # left in a process forked inside the block
-                self._disown(exc)
-                return
-            if exc is not None:
-                self._block_raised(exc)
-            # _finish(exc, succeeded=exc is None), inlined: the hot path
-            try:
-                self._release(succeeded=exc is None)
-            except BaseException as error:  # noqa: BLE001 - _failed re-raises it
-                self._failed(error, exc)
-            else:
-                self._state = CLOSED
+        if self._state is not OPEN:  # not held, or not by this process
+            if self._state in HELD:
+                self._exit_elsewhere(exc)
+            return
+        if exc is not None:
+            self._block_raised(exc)
+        # _finish(exc, succeeded=exc is None), inlined: the hot path
+        try:
+            self._release(succeeded=exc is None)
+        except BaseException as error:  # noqa: BLE001 - _failed re-raises it
+            self._failed(error, exc)
+        else:
+            self._state = CLOSED
+
+    def _exit_elsewhere(self, exc: BaseException | None) -> None:
+        """The end of a block in a forked child (or of one still acquiring)."""
+        if self._acquired_elsewhere():
+            self._disown(exc)
+            return
+        if exc is not None:
+            self._block_raised(exc)
+        self._finish(exc, succeeded=exc is None)
 
     def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
         try:
@@ -399,7 +412,7 @@ class Resource(Generic[_T_co]):
         except AttributeError:  # __init__ failed before Resource.__init__ ran
             return
         if state in HELD:
-            if self._pid != _PID:  # a copy in a forked child: not a leak
+            if self._acquired_elsewhere():  # a copy in a forked child: no leak
                 self._disown(None)
                 return
             self._collecting()
@@ -426,12 +439,17 @@ class Resource(Generic[_T_co]):
             raise ClosedResourceError(f"{self!r} {state}")
         return value
 
-    def _in_acquiring_process(self) -> bool:
-        """Whether this is the process that acquired (true before acquisition)."""
-        return self._state not in HELD or self._pid == _PID
+    def _acquired_elsewhere(self) -> bool:
+        """Whether another process acquired what this object holds.
+
+        True in a forked child, for a copy whose state is its parent's ``OPEN``
+        or ``OPENING`` (see ``_forked``).
+        """
+        state = self._state
+        return state in HELD and state is not OPEN and state is not OPENING
 
     def _finish(self, primary: BaseException | None, *, succeeded: bool) -> None:
-        if self._pid != _PID:  # in a process forked inside the block
+        if self._acquired_elsewhere():  # in a process forked inside the block
             self._disown(primary)
             return
         try:
