@@ -13,14 +13,13 @@ import functools
 import warnings
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from . import _resource
 from ._cleanup import raise_unless_noted
 from ._resource import (
     _MISUSE,
     CLOSED,
     HELD,
     NEW,
-    OPEN,
-    OPENING,
     Resource,
     tracked_resource,
 )
@@ -99,6 +98,13 @@ class AsyncResource(Generic[_T_co]):
     socket that would wait for its peer); by default it does nothing.
     ``aclose()`` may be awaited any number of times; a second one while the first
     is releasing waits for the same release.
+
+    In a process forked inside the block (see ``Resource``), the block's end,
+    ``aclose()`` and collection call ``_release_copy()`` instead, synchronously,
+    and await nothing: the child's event loop is a copy of the parent's, whose
+    selector (an epoll instance on Linux) the two processes share, so that a
+    descriptor the child unregistered would stop being watched in the parent
+    too.  By default it releases nothing.
     """
 
     __slots__ = ("_releasing", "_state")
@@ -126,16 +132,23 @@ class AsyncResource(Generic[_T_co]):
     def _block_raised(self, exc: BaseException) -> None:
         """Called by the exit of a block that raised *exc*, before the release."""
 
+    def _release_copy(self) -> None:
+        """Release this process's copy, in a process forked inside the block.
+
+        Synchronous, and it must not touch the event loop (see the class
+        docstring).  By default it releases nothing.
+        """
+
     async def __aenter__(self) -> _T_co:
         if self._state != NEW:
             raise ReentryError(self)
-        self._state = OPENING
+        self._state = _resource.OPENING  # this process's: the record (Resource)
         try:
             value = await self._acquire()
         except BaseException as error:
             await self._finish(error, succeeded=False)
             raise
-        self._state = OPEN
+        self._state = _resource.OPEN
         return value
 
     async def __aexit__(
@@ -145,6 +158,9 @@ class AsyncResource(Generic[_T_co]):
         traceback: TracebackType | None,
     ) -> None:
         if self._state in HELD:
+            if self._acquired_elsewhere():  # in a process forked inside the block
+                self._disown(exc)
+                return
             if exc is not None:
                 self._block_raised(exc)
             await self._finish(exc, succeeded=exc is None)
@@ -155,6 +171,9 @@ class AsyncResource(Generic[_T_co]):
         except AttributeError:  # __init__ failed before AsyncResource.__init__ ran
             return
         if state not in HELD:
+            return
+        if self._acquired_elsewhere():  # a copy in a forked child: not a leak
+            self._disown(None)
             return
         released = self._release_now()
         self._state = CLOSED
@@ -173,11 +192,14 @@ class AsyncResource(Generic[_T_co]):
         ``CancelledError`` is re-raised.
         """
         if self._state in HELD:
+            if self._acquired_elsewhere():  # in a process forked inside the block
+                self._disown(None)
+                return
             await self._finish(None, succeeded=False)
 
     def _require(self, value: _V | None) -> _V:
         """Return *value*, a piece of the resource, or raise if it is not held."""
-        if value is None or self._state != OPEN:
+        if value is None or self._state != _resource.OPEN:
             state = _MISUSE.get(self._state, "is closed")
             raise ClosedResourceError(f"{self!r} {state}")
         return value
@@ -185,8 +207,25 @@ class AsyncResource(Generic[_T_co]):
     def _close_now(self) -> None:
         """Release at once with ``_release_now()`` (for a release that never waits)."""
         if self._state in HELD:
+            if self._acquired_elsewhere():  # in a process forked inside the block
+                self._disown(None)
+                return
             self._release_now()
             self._state = CLOSED
+
+    def _acquired_elsewhere(self) -> bool:
+        """Whether another process acquired what this object holds (``Resource``'s)."""
+        state = self._state
+        own = (_resource.OPEN, _resource.OPENING)
+        return state in HELD and state is not own[0] and state is not own[1]
+
+    def _disown(self, primary: BaseException | None) -> None:
+        """Close the object in this process, which did not acquire: its copy only."""
+        self._state = CLOSED
+        try:
+            self._release_copy()
+        except BaseException as error:  # noqa: BLE001 - raise_unless_noted raises it
+            raise_unless_noted(error, self, primary)
 
     async def _finish(self, primary: BaseException | None, *, succeeded: bool) -> None:
         releasing = self._releasing
@@ -220,7 +259,9 @@ class ThreadedResource(AsyncResource[_T_co]):
     cancelled acquisition waits for the thread and then releases what it
     acquired; collected while held, it is closed in the collecting thread.  The
     exit of a block that raised passes the exception on to the synchronous
-    resource's ``_block_raised``.
+    resource's ``_block_raised``.  In a process forked inside the block, the
+    synchronous resource is closed in place, where its own ``_release_copy()``
+    runs.
     """
 
     __slots__ = ("_sync",)
@@ -255,3 +296,6 @@ class ThreadedResource(AsyncResource[_T_co]):
     def _release_now(self) -> bool:
         self._sync.close()
         return True
+
+    def _release_copy(self) -> None:
+        self._sync.close()

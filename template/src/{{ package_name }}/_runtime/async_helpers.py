@@ -9,8 +9,9 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
+from . import _resource
 from ._async_resource import AsyncResource
-from ._resource import NEW, OPEN, tracked_resource
+from ._resource import NEW, tracked_resource
 from .helpers import _CleanupStackBase, _release_call, _ThingAndMethod
 
 if TYPE_CHECKING:
@@ -54,15 +55,19 @@ class AsyncClosingWith(_ThingAndMethod[_T], AsyncResource[_T]):
     entered: ``ReentryError``), and may be awaited any number of times; an object
     garbage-collected before its block has ended, entered or not, emits a
     ``ResourceWarning``, but cannot await the release.
+
+    In a process forked inside the block, the method is not awaited: *thing*
+    belongs to the process that entered (``ClosingWith``'s rule).
     """
 
-    __slots__ = ("_method", "_release_call", "_thing")
+    __slots__ = ("_creator", "_method", "_release_call", "_thing")
 
     def __init__(
         self, thing: _T, method: str = "aclose", /, *args: object, **kwargs: object
     ) -> None:
         super().__init__()
         self._thing, self._method = thing, method
+        self._creator = _resource._PID  # owned only in the process that made it
         # Owned from this store on: before it, dropping the object drops *thing*.
         self._release_call = _release_call(thing, method, args, kwargs)
 
@@ -78,13 +83,17 @@ class AsyncClosingWith(_ThingAndMethod[_T], AsyncResource[_T]):
         If the awaiting task is cancelled, the release still completes before
         ``CancelledError`` is re-raised.
         """
-        if self._state == NEW:
-            self._state = OPEN  # owned: released as a held one is
+        if self._state == NEW and self._creator == _resource._PID:
+            self._state = _resource.OPEN  # owned: released as a held one is
         await AsyncResource.aclose(self)
 
     def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
-        if getattr(self, "_state", None) == NEW and hasattr(self, "_release_call"):
-            self._state = OPEN  # never entered, but owned: a warning
+        if (
+            getattr(self, "_state", None) == NEW
+            and hasattr(self, "_release_call")
+            and self._creator == _resource._PID
+        ):
+            self._state = _resource.OPEN  # never entered, but owned: a warning
         AsyncResource.__del__(self, _warn)
 
 
@@ -110,7 +119,9 @@ class AsyncCleanupStack(_CleanupStackBase):
     ``aclose()`` (or a cancelled exit) still runs every remaining cleanup, then
     re-raises ``CancelledError``: an interrupt is never hidden in a group.
     Garbage-collected with pending cleanups, it runs the synchronous ones and
-    warns that the asynchronous ones could not be awaited.  Single-use.
+    warns that the asynchronous ones could not be awaited.  Single-use.  In a
+    process forked inside the block, only the cleanups registered there run
+    (``CleanupStack``'s rule).
     """
 
     __slots__ = ()
@@ -132,7 +143,7 @@ class AsyncCleanupStack(_CleanupStackBase):
         kind = "an async context manager"
         enter, exit_ = self._entry(manager, kind, "__aenter__", "__aexit__")
         value: _T = await enter()
-        self._cleanups.append((manager, exit_, True))
+        self._cleanups.append((manager, exit_, True, _resource._PID))
         return value
 
     def async_callback(
@@ -152,7 +163,7 @@ class AsyncCleanupStack(_CleanupStackBase):
         ) -> None:
             await function(*args, **kwargs)
 
-        self._cleanups.append((function, exit_, True))
+        self._cleanups.append((function, exit_, True, _resource._PID))
         return function
 
     async def aclose(self) -> None:

@@ -46,10 +46,10 @@ from typing import (
     overload,
 )
 
+from . import _resource
 from ._cleanup import cleanup_outcome
 from ._resource import (
     NEW,
-    OPEN,
     WAIT_SLICE,
     Resource,
     deferred_interrupts,
@@ -195,15 +195,21 @@ class ClosingWith(_ThingAndMethod[_T], Resource[_T]):
     ``check_resource`` passes it.  Single-use.  ``shutting_down``,
     ``terminating`` and ``releasing`` build one with the method name checked by
     the type checker.
+
+    In a process forked inside the block, the block's end (or ``close()``, or
+    collection) calls nothing: the object belongs to the process that entered,
+    and its method could end what that process still uses (``terminate()`` of a
+    pool whose workers are its children, ``shutdown()`` of a socket).
     """
 
-    __slots__ = ("_method", "_release_call", "_thing")
+    __slots__ = ("_creator", "_method", "_release_call", "_thing")
 
     def __init__(
         self, thing: _T, method: str = "close", /, *args: object, **kwargs: object
     ) -> None:
         Resource.__init__(self)
         self._thing, self._method = thing, method
+        self._creator = _resource._PID  # owned only in the process that made it
         # Owned from this store on: before it, dropping the object drops *thing*.
         self._release_call = _release_call(thing, method, args, kwargs)
 
@@ -215,13 +221,17 @@ class ClosingWith(_ThingAndMethod[_T], Resource[_T]):
 
     def close(self) -> None:
         """Call the release method now, before the block too; again, do nothing."""
-        if self._state == NEW:
-            self._state = OPEN  # owned: released as a held one is
+        if self._state == NEW and self._creator == _resource._PID:
+            self._state = _resource.OPEN  # owned: released as a held one is
         Resource.close(self)
 
     def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
-        if getattr(self, "_state", None) == NEW and hasattr(self, "_release_call"):
-            self._state = OPEN  # never entered, but owned: released, with a warning
+        if (
+            getattr(self, "_state", None) == NEW
+            and hasattr(self, "_release_call")
+            and self._creator == _resource._PID
+        ):
+            self._state = _resource.OPEN  # never entered, but owned: released, warned
         Resource.__del__(self, _warn)
 
 
@@ -325,7 +335,9 @@ class _CleanupStackBase:
 
     ``contextlib``'s ``_BaseExitStack`` plays this part for ``ExitStack``.  Each
     cleanup is kept as (what is cleaned up, its exit function, whether that
-    returns an awaitable).  ``_aunwind`` is one coroutine for both: the synchronous
+    returns an awaitable, the process that registered it): in a process forked
+    with the stack open, only the cleanups registered there run, and the others,
+    the parent's, are dropped.  ``_aunwind`` is one coroutine for both: the synchronous
     stack holds no awaitable cleanup, so its ``_aunwind`` never suspends and runs to
     its end in one ``send`` (``_run_without_awaiting``).
     """
@@ -333,7 +345,7 @@ class _CleanupStackBase:
     __slots__ = ("_cleanups", "_lifecycle")
 
     def __init__(self) -> None:
-        self._cleanups: list[tuple[object, _ExitFunction, bool]] = []
+        self._cleanups: list[tuple[object, _ExitFunction, bool, int]] = []
         self._lifecycle = _NEW
 
     def __repr__(self) -> str:
@@ -346,6 +358,8 @@ class _CleanupStackBase:
 
     def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
         cleanups = getattr(self, "_cleanups", None)
+        if cleanups:  # those of the process that forked this one are not its own
+            cleanups = [cleanup for cleanup in cleanups if cleanup[3] == _resource._PID]
         if not cleanups:
             return
         message = f"unclosed {self!r}"
@@ -370,7 +384,9 @@ class _CleanupStackBase:
         entered: list[_T] = []
         _call_in_turn(
             functools.partial(entered.extend, itertools.starmap(enter, ((),))),
-            functools.partial(self._cleanups.append, (manager, exit_, False)),
+            functools.partial(
+                self._cleanups.append, (manager, exit_, False, _resource._PID)
+            ),
         )
         return entered[0]
 
@@ -396,7 +412,8 @@ class _CleanupStackBase:
     ) -> Callable[_P, _R]:
         """Register ``function(*args, **kwargs)`` as a cleanup; return *function*."""
         self._check_open()
-        self._cleanups.append((function, _callback_exit(function, args, kwargs), False))
+        exit_ = _callback_exit(function, args, kwargs)
+        self._cleanups.append((function, exit_, False, _resource._PID))
         return function
 
     def pop_all(self) -> Self:
@@ -429,7 +446,10 @@ class _CleanupStackBase:
         failures: list[tuple[object, BaseException]] = []
         while self._cleanups:
             cleanup = self._cleanups[-1]
-            what, exit_, is_async = cleanup
+            what, exit_, is_async, pid = cleanup
+            if pid != _resource._PID:  # the process that forked this one's own
+                del self._cleanups[-1]
+                continue
             started: list[None] = []
             try:
                 if is_async:
@@ -509,6 +529,12 @@ class CleanupStack(_CleanupStackBase):
     once a constructor has succeeded.  ``close()`` runs the cleanups without a
     ``with`` and may be called any number of times; registering after it raises
     ``ClosedResourceError``.  A second ``with`` raises ``ReentryError``.
+
+    Each cleanup runs only in the process that registered it.  In a process
+    forked inside the block, the block's end (or ``close()``, or collection)
+    runs the cleanups registered there and drops the parent's, without a
+    warning: they release what the parent still uses (a ``shutil.rmtree`` of
+    its directory, the ``__exit__`` of its files).
     """
 
     __slots__ = ()
@@ -553,6 +579,8 @@ class ContextGroup(Generic[_T_co]):
     released.  Plain-contextlib equivalent: ``with a, b, c:`` (the block's
     exception is replaced by the first failing ``__exit__``), or an ``ExitStack``
     loop (the same, and it runs nothing when garbage-collected).  Single-use.
+    In a process forked inside the block, the block's end releases no member:
+    they are the parent's (``CleanupStack``'s rule).
     """
 
     __slots__ = ("_managers", "_stack")
@@ -647,6 +675,14 @@ _LockT = TypeVar("_LockT", bound=SupportsTimedAcquire)
 
 _C_LOCKS = frozenset({_thread.LockType, _thread.RLock})
 """Locks written in C: one call acquires or releases, with no window inside."""
+_PROCESS_LOCAL_LOCKS = (
+    _thread.LockType,
+    _thread.RLock,
+    threading.Semaphore,  # BoundedSemaphore too
+    threading.Condition,
+)
+"""Locks whose state lives in the memory of one process: a forked child has a
+copy, which it may release without changing the parent's."""
 _TIMEOUT_MAX = threading.TIMEOUT_MAX
 _SECONDS = frozenset({int, float})
 """Timeout types that need no more than the range check (not ``bool``, a subclass)."""
@@ -742,6 +778,20 @@ class _TimedAcquisition(Resource[_T_co], Generic[_LockT, _T_co]):
     def _timed_out(self) -> TimeoutError:
         return TimeoutError(f"{self!r}: not acquired within {self._timeout} s")
 
+    def _release_copy(self) -> None:
+        """Release the child's copy of a ``threading`` lock; forget any other.
+
+        A ``threading`` lock, semaphore or condition is memory of one process:
+        in a child forked inside the block, releasing the child's copy frees it
+        for the child's threads and changes nothing for the parent.  Another
+        lock (a ``multiprocessing`` one, in memory shared between processes, or
+        a file lock) stays as it is: its release would be the parent's.
+        """
+        if isinstance(self._lock, _PROCESS_LOCAL_LOCKS):
+            self._release(succeeded=False)
+        else:
+            self._held = []
+
     def _release(self, *, succeeded: bool) -> None:
         if self._c_call is not None:
             held, self._held = self._held, []
@@ -772,7 +822,11 @@ class Acquired(_TimedAcquisition[_LockT, _LockT]):
     hand-written ``if lock.acquire(timeout=...): try: ... finally: lock.release()``
     is easy to get subtly wrong (releasing a lock that was never acquired, or
     forgetting the ``finally``).  Single-use; garbage-collected while held, it
-    releases the lock and emits a ``ResourceWarning``.
+    releases the lock and emits a ``ResourceWarning``.  In a process forked
+    inside the block, the block's end releases the child's copy of a
+    ``threading`` lock, semaphore or condition (each process has its own), and
+    leaves any other lock (a ``multiprocessing`` one, which the processes share)
+    held, by the parent.
     """
 
     __slots__ = ()
@@ -802,7 +856,8 @@ class Acquisition(Resource[_T]):
     every way out of the block.  ``close()`` releases early and may be called any
     number of times; ``value`` raises ``ClosedResourceError`` outside the block.
     Single-use; garbage-collected while entered, it releases the value and emits a
-    ``ResourceWarning``.
+    ``ResourceWarning``.  In a process forked inside the block, *release* is not
+    called: the value belongs to the process that acquired it.
     """
 
     __slots__ = ("_acquire_function", "_held", "_release_function")
