@@ -37,9 +37,9 @@ __all__ = [
     "wait_despite_cancel",
 ]
 
-_T = TypeVar("_T")
-_T_co = TypeVar("_T_co", covariant=True)
-_V = TypeVar("_V")
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+V = TypeVar("V")
 
 
 async def wait_despite_cancel(
@@ -63,7 +63,7 @@ async def wait_despite_cancel(
     return cancelled
 
 
-async def run_in_thread(function: Callable[..., _T], *args: object) -> _T:
+async def run_in_thread(function: Callable[..., T], *args: object) -> T:
     """Run ``function(*args)`` in the loop's default executor and return its result.
 
     If the awaiting task is cancelled, the call still completes before
@@ -82,7 +82,7 @@ async def run_in_thread(function: Callable[..., _T], *args: object) -> _T:
 
 
 @tracked_resource
-class AsyncResource(Generic[_T_co]):
+class AsyncResource(Generic[T_co]):
     """Base class of a single-use asynchronous context manager.
 
     The asynchronous twin of ``Resource``: a subclass implements ``async
@@ -107,7 +107,7 @@ class AsyncResource(Generic[_T_co]):
         self._state = NEW
         self._releasing: asyncio.Future[None] | None = None
 
-    async def _acquire(self) -> _T_co:
+    async def _acquire(self) -> T_co:
         """Acquire the resource: the subclass's part (see the class docstring)."""
         msg = f"{type(self).__name__} defines no _acquire()"
         raise NotImplementedError(msg)
@@ -126,7 +126,7 @@ class AsyncResource(Generic[_T_co]):
     def _block_raised(self, exc: BaseException) -> None:
         """Called by the exit of a block that raised *exc*, before the release."""
 
-    async def __aenter__(self) -> _T_co:
+    async def __aenter__(self) -> T_co:
         if self._state != NEW:
             raise ReentryError(self)
         self._state = OPENING
@@ -175,7 +175,7 @@ class AsyncResource(Generic[_T_co]):
         if self._state in HELD:
             await self._finish(None, succeeded=False)
 
-    def _require(self, value: _V | None) -> _V:
+    def _require(self, value: V | None) -> V:
         """Return *value*, a piece of the resource, or raise if it is not held."""
         if value is None or self._state != OPEN:
             state = _MISUSE.get(self._state, "is closed")
@@ -210,7 +210,7 @@ class AsyncResource(Generic[_T_co]):
             raise cancelled
 
 
-class ThreadedResource(AsyncResource[_T_co]):
+class ThreadedResource(AsyncResource[T_co]):
     """An ``AsyncResource`` made of a ``Resource`` whose calls block.
 
     Acquiring enters the synchronous resource in a worker thread and releasing
