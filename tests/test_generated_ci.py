@@ -231,7 +231,7 @@ def test_ci_checks_weekly_for_a_newer_template(render: Render, docs: bool) -> No
     )
     assert check["permissions"] == {"contents": "read"}
     script = check["steps"][-1]["run"]
-    assert "copier check-update --output-format json" in script.replace('"${copier[@]}"', "copier")
+    assert '"${run_copier[@]}" check-update --output-format json' in script
     assert '>>"$GITHUB_STEP_SUMMARY"' in script
     assert "${{" not in script, "no expression in a run script (template injection)"
     readme = (project / "README.md").read_text(encoding="utf-8")
