@@ -807,3 +807,102 @@ def test_ci_says_when_a_newer_template_is_out(tmp_path: Path) -> None:
     assert code == 1
     assert text.startswith("### No check: copier could not read the template at `file:///")
     assert "```text\n" in text
+
+
+HONEST_ANSWERS: dict[str, dict[str, object]] = {
+    "every-resource-async-docs": {
+        "resources": [resource.key for resource in registry.RESOURCES],
+        "async_support": True,
+        "docs": True,
+    },
+    "defaults": {},
+    "no-resource-no-docs-3.12-apache": {
+        "resources": [],
+        "docs": False,
+        "python_min": "3.12",
+        "license": "Apache-2.0",
+    },
+    "lock-subprocess-async-no-license": {
+        "resources": ["lock", "subprocess"],
+        "async_support": True,
+        "docs": False,
+        "license": "none",
+    },
+}
+"""Answer sets for the update-honesty test: all, the defaults, none, a mix."""
+
+EARLIER_COMMITS = {
+    BEFORE_RUNTIME: list(HONEST_ANSWERS),
+    BASELINE: ["every-resource-async-docs", "defaults"],
+}
+"""Commits a project is generated from, each with the answer sets it is tried with."""
+
+
+def tree(project: Path) -> dict[str, tuple[bytes, bool]]:
+    """Every file of *project* but git's own: its bytes, and whether it is executable."""
+    return {
+        path.relative_to(project).as_posix(): (path.read_bytes(), os.access(path, os.X_OK))
+        for path in sorted(project.rglob("*"))
+        if path.is_file() and ".git" not in path.relative_to(project).parts
+    }
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TemplateRepo]:
+    """A template repository per earlier commit: v0.1.0 is that commit, v0.2.0 today's."""
+    found = {}
+    for commit in EARLIER_COMMITS:
+        if run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], ROOT, check=False).returncode:
+            continue
+        template = TemplateRepo(tmp_path_factory.mktemp("honest") / f"template-{commit}")
+        template.release("v0.1.0", commit=commit)
+        template.release("v0.2.0")
+        found[commit] = template
+    return found
+
+
+@pytest.mark.parametrize(
+    ("commit", "answer_set"),
+    [(commit, name) for commit, names in EARLIER_COMMITS.items() for name in names],
+)
+def test_an_update_without_edits_equals_a_fresh_render(
+    tmp_path: Path, releases: dict[str, TemplateRepo], commit: str, answer_set: str
+) -> None:
+    """Path 10: update honesty, the strictest anchor.
+
+    A project generated from an earlier commit and updated to today's template,
+    with no edit of its own, is file for file and byte for byte (and mode for
+    mode) the project a fresh copy of today's template gives with the same answers:
+    an update leaves nothing of the old version behind and misses nothing of the
+    new one.  From ``385f9dc`` (before the core moved into ``_runtime/``) with
+    four answer sets, from ``62a75d1`` with the defaults.
+    """
+    if commit not in releases:
+        pytest.skip(
+            f"commit {commit} is not in this clone (a shallow clone?): "
+            "fetch the full history to test the update from it"
+        )
+    template = releases[commit]
+    answers_given = HONEST_ANSWERS[answer_set]
+    updated = copy_project(template, tmp_path / "updated", "v0.1.0", **answers_given)
+    assert answers(updated)["_commit"] == "v0.1.0"
+    generated = tree(updated)
+
+    result = update(updated, "--defaults")
+
+    assert_merged_cleanly(updated, result)
+    assert answers(updated)["_commit"] == "v0.2.0"
+    fresh = copy_project(template, tmp_path / "fresh", "v0.2.0", **answers_given)
+    before, after = tree(fresh), tree(updated)
+    assert generated != before, "the two versions render alike: nothing to test"
+    assert sorted(after.keys() - before.keys()) == [], "left behind by the update"
+    assert sorted(before.keys() - after.keys()) == [], "missing after the update"
+    differ = sorted(name for name in before if before[name] != after[name])
+    assert differ == [], "not what a fresh copy writes"
+    folders = [path for path in updated.rglob("*") if path.is_dir()]
+    empty = [
+        path.relative_to(updated).as_posix()
+        for path in folders
+        if ".git" not in path.relative_to(updated).parts and not any(path.iterdir())
+    ]
+    assert empty == [], "empty folders left behind"
