@@ -3,9 +3,11 @@
 Each test builds a temporary template repository with versions of its own (commits
 and tags: see ``tests/updating.py``), copies a project from an older version through
 Copier's command line, edits it as a user would, commits, updates, and checks what
-arrived and what was kept.  A test that updates ends with the updated project's own
-``ruff check``, ``ruff format --check``, ``mypy --strict`` and test suite passing.
-Resources are few (``file``, ``lock``) except where the path needs more.
+arrived and what was kept.  A test that updates a project to a version it can
+build ends with the updated project's own ``ruff check``, ``ruff format --check``,
+``mypy --strict`` and test suite passing; the update-honesty test compares with a
+fresh copy instead.  Resources are few (``file``, ``lock``) except where the path
+needs more.
 """
 
 from __future__ import annotations
