@@ -50,8 +50,11 @@ registry = _load_registry()
 
 MAX_PACKAGE_NAME = 20
 RESERVED_PACKAGE_NAMES = frozenset({"test", "tests", "src", "docs", "setup", "site", "stress"})
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!>])")
-_MARKDOWN_LINE_START = re.compile(r"^(\d+)([.)])|^([-+])")
+_ASCII_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_MARKDOWN_ENTITY = re.compile(r"&(?=#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)")
+_MARKDOWN_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+_MARKDOWN_LINE_START = re.compile(r"^(\d+)([.)])(?= |$)|^([-+](?= |$)|-(?=[- ]*$)|[>#])")
+_MARKDOWN_CLOSING_HASHES = re.compile(r"#+$")
 _TOML_ESCAPES = {
     '"': '\\"',
     "\\": "\\\\",
@@ -247,13 +250,39 @@ def description_problem(description: object) -> str:
 
 
 def markdown_text(value: object) -> str:
-    """Escape ``value`` so Markdown shows it literally, on one line.
+    """Escape ``value`` so Markdown shows it literally, on one line, and raw text reads it.
 
-    Only characters that every Markdown flavour lets a backslash escape are escaped
-    (Python-Markdown's set, a subset of CommonMark's); ``&`` and ``<`` become entities.
+    A README is read raw in a terminal as often as rendered, so only what Markdown
+    would take for markup is escaped, where it would: a backslash before ASCII
+    punctuation or at the end, backticks and ``*`` always, ``_`` except inside a word (where
+    neither CommonMark nor Python-Markdown emphasises), ``[`` that a ``]`` follows
+    (a link), ``#``, ``>``, ``-``, ``+`` and ``1.`` where the line starts (a heading,
+    a quote, a list, a rule) and ``#`` at its end (a heading's closing hashes);
+    ``&`` only before what reads as an entity (``&amp;``), ``<`` only before what
+    reads as a tag (``&lt;``), ``~`` only where two could strike text through
+    (``&#126;``).  ``sqlite & HTTP: safe #1`` stays as it is.  Every backslash
+    escape is one that both CommonMark (GitHub, PyPI) and Python-Markdown (the docs
+    site) honour.
     """
-    text = " ".join(str(value).split()).replace("&", "&amp;").replace("<", "&lt;")
-    text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    text = " ".join(str(value).split())
+    out = []
+    for index, char in enumerate(text):
+        before = text[index - 1] if index else " "
+        after = text[index + 1] if index + 1 < len(text) else ""
+        if (
+            (char == "\\" and (after in _ASCII_PUNCTUATION or not after))
+            or char in "`*"
+            or (char == "_" and not (before.isalnum() and after.isalnum()))
+            or (char == "[" and "]" in text[index:])
+        ):
+            out.append("\\")
+        out.append(char)
+    text = "".join(out)
+    text = _MARKDOWN_ENTITY.sub("&amp;", text)
+    text = _MARKDOWN_TAG.sub("&lt;", text)
+    text = _MARKDOWN_CLOSING_HASHES.sub(lambda m: "\\#" * len(m[0]), text)
+    if text.count("~") > 1:  # GitHub's strikethrough; Python-Markdown keeps "\~"
+        text = text.replace("~", "&#126;")
     return _MARKDOWN_LINE_START.sub(lambda m: f"{m[1]}\\{m[2]}" if m[1] else f"\\{m[3]}", text)
 
 

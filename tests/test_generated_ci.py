@@ -18,7 +18,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from tests.matrix import PYTHON_VERSIONS, Combination, registry
+from tests.matrix import PYTHON_VERSIONS, ROOT, Combination, registry
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -190,10 +190,54 @@ def test_pre_commit_ruff_is_the_dev_group_ruff(render: Render) -> None:
     assert "check-merge-conflict" in hooks
 
 
-def test_dependabot_updates_actions_and_uv(render: Render) -> None:
+def test_dependabot_leaves_the_template_lines_alone(render: Render) -> None:
+    """Dependabot updates uv.lock and the actions users add, never a template pin.
+
+    The template's pins and pyproject's ranges move with each template version;
+    a bump merged from Dependabot would conflict with the update that moves the
+    same line (``tests/test_update.py`` shows both).  So every action of every
+    generated workflow is ignored, and uv updates only the lock.
+    """
     project = render(Combination((), async_support=False, docs=False))
     config = yaml.safe_load((project / ".github" / "dependabot.yml").read_text(encoding="utf-8"))
-    assert {update["package-ecosystem"] for update in config["updates"]} == {
-        "github-actions",
-        "uv",
+    updates = {update["package-ecosystem"]: update for update in config["updates"]}
+    assert set(updates) == {"github-actions", "uv"}
+    templates = sorted((ROOT / "template" / ".github" / "workflows").glob("*.jinja"))
+    owned = {
+        match["action"]
+        for path in templates
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if (match := USES.match(line))
     }
+    ignored = [entry["dependency-name"] for entry in updates["github-actions"]["ignore"]]
+    assert ignored == sorted(owned), "ignore exactly the actions of the template's workflows"
+    assert all(set(entry) == {"dependency-name"} for entry in updates["github-actions"]["ignore"])
+    assert updates["uv"]["versioning-strategy"] == "lockfile-only"
+    for update in updates.values():
+        assert update["cooldown"] == {"default-days": 7}
+
+
+@pytest.mark.parametrize("docs", [False, True])
+def test_ci_checks_weekly_for_a_newer_template(render: Render, docs: bool) -> None:
+    """A scheduled run does only the template-update job; a push never runs it."""
+    project = render(Combination((), async_support=False, docs=docs))
+    ci = _load(_workflows(project)["ci.yml"])
+    assert ci["on"]["schedule"] == [{"cron": "23 5 * * 1"}]
+    assert "workflow_dispatch" in ci["on"]
+    jobs = ci["jobs"]
+    check = jobs.pop("template-update")
+    assert check["if"] == (
+        "${{ github.event_name == 'schedule' || github.event_name == 'workflow_dispatch' }}"
+    )
+    assert check["permissions"] == {"contents": "read"}
+    script = check["steps"][-1]["run"]
+    assert '"${run_copier[@]}" check-update --output-format json' in script
+    assert '>>"$GITHUB_STEP_SUMMARY"' in script
+    assert "${{" not in script, "no expression in a run script (template injection)"
+    readme = (project / "README.md").read_text(encoding="utf-8")
+    (update,) = re.findall(r'^ *update="(.*)"$', script, re.M)
+    assert f"\n{update}\n" in readme, "the job shows the README's update command"
+    assert sorted(jobs) == (["coverage", "docs", "test"] if docs else ["coverage", "test"])
+    for job in jobs.values():
+        assert job["if"] == "${{ github.event_name != 'schedule' }}"
+    assert "event_name" in ci["concurrency"]["group"], "a push does not cancel the weekly run"

@@ -19,6 +19,7 @@ import yaml
 from copier.errors import UserMessageError
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from tests.conftest import BIN, tool_env
 from tests.matrix import PACKAGE, ROOT, registry
@@ -374,9 +375,84 @@ def tricky_project(tmp_path_factory: pytest.TempPathFactory, template_snapshot: 
     )
 
 
+COMMONMARK = MarkdownIt("commonmark").enable("strikethrough")
+"""CommonMark with GitHub's strikethrough: how GitHub and PyPI show a README."""
+
+
 def _markdown_text(source: str) -> str:
-    rendered = markdown.markdown(source)
-    return html.unescape(re.sub(r"<[^>]+>", "", rendered)).strip()
+    """What a reader sees of *source*, rendered by Python-Markdown and by CommonMark.
+
+    The docs site renders with Python-Markdown, GitHub and PyPI with CommonMark:
+    the two must show the same text.
+    """
+    shown = {
+        html.unescape(re.sub(r"<[^>]+>", "", rendered)).strip()
+        for rendered in (markdown.markdown(source), COMMONMARK.render(source))
+    }
+    assert len(shown) == 1, f"{source!r} shows differently: {shown}"
+    return shown.pop()
+
+
+MARKDOWN_TEXTS = [
+    TRICKY["project_name"],
+    "sqlite & HTTP: safe #1",
+    "C#",
+    "#1 tool",
+    "1. first",
+    "2026) release",
+    "- dash",
+    "---",
+    "+ plus",
+    "> quote",
+    "<b>bold</b> <!-- comment --> <http://example.org>",
+    "&amp; &lt; &#35; &#x41; & alone",
+    "__init__ _lead trail_",
+    "[link](https://example.org) ![image](x.png) a [b] c",
+    "`code` and a\\*b",
+    "ends with a backslash \\",
+    "x ~~struck~~ y",
+    "*** and * * *",
+]
+
+
+@pytest.mark.parametrize("text", MARKDOWN_TEXTS)
+@pytest.mark.parametrize("prefix", ["", "# "], ids=["paragraph", "heading"])
+def test_markdown_text_shows_the_text_in_both_flavours(text: str, prefix: str) -> None:
+    assert _markdown_text(prefix + extension.markdown_text(text)) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sqlite & HTTP: safe #1",
+        "Ada Lovelace's Resources",
+        "my_package_name 2.0 (beta), 100% a < b > c; 3 - 1 = 2 {braces}",
+        'Café "Ünïcode" — 日本語_テスト, ~tilde, back\\slash, C# and F# tools',
+    ],
+)
+def test_markdown_text_leaves_plain_text_as_a_terminal_reader_expects(text: str) -> None:
+    """A README is read raw too: nothing Markdown would leave alone is escaped."""
+    assert extension.markdown_text(text) == text
+
+
+def test_generated_markdown_reads_right_raw(template_snapshot: Path, tmp_path: Path) -> None:
+    """The README's first lines as a terminal shows them: no ``&amp;``, no ``\\#``."""
+    name, description = "sqlite & HTTP: safe #1", "Closes what it opens: files & sockets."
+    copy(
+        template_snapshot,
+        tmp_path,
+        project_name=name,
+        description=description,
+        package_name=PACKAGE,
+        resources=[],
+        docs=True,
+    )
+    readme = (tmp_path / "README.md").read_text(encoding="utf-8")
+    assert readme.startswith(f"# {name}\n\n{description}\n")
+    index = (tmp_path / "docs" / "index.md").read_text(encoding="utf-8")
+    assert index.startswith(f"# {name}\n\n{description}\n")
+    contributing = (tmp_path / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    assert contributing.startswith(f"# Contributing to {name}\n")
 
 
 def test_free_text_lands_intact_in_toml(tricky_project: Path) -> None:

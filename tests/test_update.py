@@ -3,21 +3,25 @@
 Each test builds a temporary template repository with versions of its own (commits
 and tags: see ``tests/updating.py``), copies a project from an older version through
 Copier's command line, edits it as a user would, commits, updates, and checks what
-arrived and what was kept.  A test that updates ends with the updated project's own
-``ruff check``, ``ruff format --check``, ``mypy --strict`` and test suite passing.
-Resources are few (``file``, ``lock``) except where the path needs more.
+arrived and what was kept.  A test that updates a project to a version it can
+build ends with the updated project's own ``ruff check``, ``ruff format --check``,
+``mypy --strict`` and test suite passing; the update-honesty test compares with a
+fresh copy instead.  Resources are few (``file``, ``lock``) except where the path
+needs more.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from typing import TYPE_CHECKING
 
 import pytest
+import yaml
 
-from tests.conftest import run_in
+from tests.conftest import BIN, run_in
 from tests.matrix import (
     PACKAGE,
     ROOT,
@@ -618,3 +622,289 @@ def test_update_moves_the_core_into_the_runtime(
     assert_user_code_kept(project, kept)
     commit_all(project, "Update to 0.2.0")
     check_project(project)
+
+
+CHECKOUT_PIN = "actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1 # v7.0.1"
+"""Today's pin of checkout in every generated workflow (one pin per action)."""
+OLDER_CHECKOUT_PIN = "actions/checkout@" + "a" * 40 + " # v6.0.0"
+OTHER_CHECKOUT_PIN = "actions/checkout@" + "b" * 40 + " # v7.0.2"
+"""A release Dependabot could propose that the template's next version does not pin."""
+CONFLICT = re.compile(r"^<{7} before updating\n(.*?)^>{7} after updating\n", re.M | re.S)
+USER_ACTION = "actions/setup-node@" + "c" * 40 + " # v4.0.0"
+USER_ACTION_BUMPED = "actions/setup-node@" + "d" * 40 + " # v4.1.0"
+
+
+def with_older_pins(template: Path) -> None:
+    """An older version of today's template: checkout pinned to an older release."""
+    for workflow in (template / "template" / ".github" / "workflows").glob("*.jinja"):
+        text = workflow.read_text(encoding="utf-8")
+        workflow.write_text(text.replace(CHECKOUT_PIN, OLDER_CHECKOUT_PIN), encoding="utf-8")
+
+
+def workflow_texts(project: Path) -> dict[str, str]:
+    folder = project / ".github" / "workflows"
+    return {path.name: path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.yml"))}
+
+
+def bump_pins(project: Path, old: str, new: str) -> list[str]:
+    """What a Dependabot pull request does: replace a pin in every workflow holding it."""
+    bumped = []
+    for name, text in workflow_texts(project).items():
+        if old in text:
+            path = project / ".github" / "workflows" / name
+            path.write_text(text.replace(old, new), encoding="utf-8")
+            bumped.append(f".github/workflows/{name}")
+    assert bumped, f"no workflow pins {old}"
+    return bumped
+
+
+def test_dependabot_bumps_merge_with_template_updates(
+    tmp_path: Path, check_project: Callable[[Path], None]
+) -> None:
+    """Path 8: what the generated dependabot.yml lets Dependabot change merges cleanly.
+
+    Dependabot may bump the actions of the user's own workflows and ``uv.lock``;
+    the pins of the template's actions and pyproject's ranges it leaves alone
+    (``ignore``, ``lockfile-only``), and the next template version moves them.
+    """
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v1.0.0", with_older_pins)
+    template.release("v1.1.0")
+    project = copy_project(template, tmp_path / "project", "v1.0.0", resources=[], docs=True)
+    config = yaml.safe_load((project / ".github" / "dependabot.yml").read_text(encoding="utf-8"))
+    by_ecosystem = {update["package-ecosystem"]: update for update in config["updates"]}
+    ignored = {entry["dependency-name"] for entry in by_ecosystem["github-actions"]["ignore"]}
+    used = {
+        line.split("uses:")[1].strip().split("@")[0]
+        for text in workflow_texts(project).values()
+        for line in text.splitlines()
+        if "uses:" in line
+    }
+    assert used <= ignored, "Dependabot would bump a template-owned pin"
+    assert by_ecosystem["uv"]["versioning-strategy"] == "lockfile-only"
+    # The user's own workflow and lock file, then the bumps Dependabot proposes.
+    own_workflow = project / ".github" / "workflows" / "site-preview.yml"
+    own_workflow.write_text(
+        "name: Site preview\non: workflow_dispatch\npermissions: {}\njobs:\n  preview:\n"
+        "    runs-on: ubuntu-latest\n    permissions:\n      contents: read\n    steps:\n"
+        f"      - uses: {USER_ACTION}\n",
+        encoding="utf-8",
+    )
+    lock = project / "uv.lock"
+    lock.write_text('version = 1\n\n[[package]]\nname = "psutil"\nversion = "7.0.0"\n', "utf-8")
+    commit_all(project, "Our workflow and uv.lock")
+    edit(own_workflow, USER_ACTION, USER_ACTION_BUMPED)
+    edit(lock, 'version = "7.0.0"', 'version = "7.1.0"')
+    commit_all(project, "Bump the actions group and the python-packages group (Dependabot)")
+
+    result = update(project, "--defaults")
+
+    assert_merged_cleanly(project, result)
+    texts = workflow_texts(project)
+    for name in ("ci.yml", "docs.yml", "release.yml"):
+        assert CHECKOUT_PIN in texts[name], name
+        assert OLDER_CHECKOUT_PIN not in texts[name], name
+    assert USER_ACTION_BUMPED in texts["site-preview.yml"]
+    assert 'version = "7.1.0"' in lock.read_text(encoding="utf-8")
+    check_project(project)
+
+
+@pytest.mark.parametrize("bumped_to", ["the next version's pin", "another release"])
+def test_a_template_pin_bumped_in_the_project(tmp_path: Path, bumped_to: str) -> None:
+    """Why Dependabot leaves the template's pins alone: what a bump merged anyway does.
+
+    Bumped to the commit the next template version pins, the update merges (both
+    sides made the same change).  Bumped to another release, every workflow with
+    that line conflicts on it, and only on it; keeping the template's side resolves it.
+    """
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v1.0.0", with_older_pins)
+    template.release("v1.1.0")
+    project = copy_project(template, tmp_path / "project", "v1.0.0", resources=[], docs=True)
+    new_pin = CHECKOUT_PIN if bumped_to == "the next version's pin" else OTHER_CHECKOUT_PIN
+    bumped = bump_pins(project, OLDER_CHECKOUT_PIN, new_pin)
+    assert bumped == [f".github/workflows/{n}" for n in ("ci.yml", "docs.yml", "release.yml")]
+    commit_all(project, "Bump actions/checkout (Dependabot)")
+
+    result = update(project, "--defaults")
+
+    if new_pin == CHECKOUT_PIN:
+        assert_merged_cleanly(project, result)
+        return
+    assert sorted(unmerged(project)) == bumped
+    assert sorted(leftovers(project)) == bumped
+    for name in bumped:
+        text = (project / name).read_text(encoding="utf-8")
+        conflicts = CONFLICT.findall(text)
+        assert conflicts, name
+        assert all(OTHER_CHECKOUT_PIN in c and CHECKOUT_PIN in c for c in conflicts), name
+        git(project, "checkout", "--theirs", "--", name)
+        assert CHECKOUT_PIN in (project / name).read_text(encoding="utf-8")
+    assert leftovers(project) == []
+
+
+def template_update_job(project: Path) -> str:
+    """The script of the generated CI's template-update job, as GitHub runs it."""
+    ci = yaml.safe_load((project / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8"))
+    (step,) = [step for step in ci["jobs"]["template-update"]["steps"] if "run" in step]
+    assert step["shell"] == "bash"
+    script = step["run"]
+    assert isinstance(script, str)
+    return script
+
+
+def test_ci_says_when_a_newer_template_is_out(tmp_path: Path) -> None:
+    """Path 9: the weekly job's summary names the newer version and the command.
+
+    The job's script runs as GitHub runs a ``bash`` step (``-e``, ``pipefail``),
+    with this environment's ``uv`` first on the PATH; its summary file is read
+    back.  The command it shows is the README's, and running it updates.
+    """
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v1.0.0")
+    project = copy_project(template, tmp_path / "project", resources=[], docs=False)
+    script = tmp_path / "template-update.sh"
+    summary = tmp_path / "summary.md"
+
+    def job() -> tuple[int, str]:
+        script.write_text(template_update_job(project), encoding="utf-8")
+        summary.write_text("", encoding="utf-8")
+        result = run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+            project,
+            check=False,
+            env={"PATH": f"{BIN}:{os.environ['PATH']}", "GITHUB_STEP_SUMMARY": str(summary)},
+        )
+        return result.returncode, summary.read_text(encoding="utf-8")
+
+    assert job() == (0, "### This project is on the template's newest version, 1.0.0\n")
+    template.release("v1.1.0")
+    code, text = job()
+    assert code == 0
+    assert text.startswith("### Template 1.1.0 is out (this project: 1.0.0)\n")
+    assert f"The template: `{template.path}`." in text
+    (command,) = re.findall(r"^```console\n(.*)\n```$", text, re.M)
+    readme = (project / "README.md").read_text(encoding="utf-8")
+    assert f"\n{command}\n" in readme, "the README's update command, exactly"
+    result = run(
+        ["bash", "-c", f"{command} --defaults"],
+        project,
+        env={"PATH": f"{BIN}:{os.environ['PATH']}"},
+    )
+    assert_merged_cleanly(project, result)
+    commit_all(project, "Update to 1.1.0")
+    assert job() == (0, "### This project is on the template's newest version, 1.1.0\n")
+
+    # A project generated from a path on another machine: said, not failed.
+    edit(project / ".copier-answers.yml", str(template.path), "/home/someone/resource-template")
+    commit_all(project, "The template's path on the machine that generated the project")
+    code, text = job()
+    assert code == 0
+    assert text.startswith("### No check: the template is a path on the machine")
+    assert "`/home/someone/resource-template`" in text
+    # A URL that cannot be read fails the job, with Copier's last words.
+    edit(project / ".copier-answers.yml", "/home/someone/resource-template", "file:///no/such.git")
+    commit_all(project, "A template URL that cannot be read")
+    code, text = job()
+    assert code == 1
+    assert text.startswith("### No check: copier could not read the template at `file:///")
+    assert "```text\n" in text
+
+
+HONEST_ANSWERS: dict[str, dict[str, object]] = {
+    "every-resource-async-docs": {
+        "resources": [resource.key for resource in registry.RESOURCES],
+        "async_support": True,
+        "docs": True,
+    },
+    "defaults": {},
+    "no-resource-no-docs-3.12-apache": {
+        "resources": [],
+        "docs": False,
+        "python_min": "3.12",
+        "license": "Apache-2.0",
+    },
+    "lock-subprocess-async-no-license": {
+        "resources": ["lock", "subprocess"],
+        "async_support": True,
+        "docs": False,
+        "license": "none",
+    },
+}
+"""Answer sets for the update-honesty test: all, the defaults, none, a mix."""
+
+EARLIER_COMMITS = {
+    BEFORE_RUNTIME: list(HONEST_ANSWERS),
+    BASELINE: ["every-resource-async-docs", "defaults"],
+}
+"""Commits a project is generated from, each with the answer sets it is tried with."""
+
+
+def tree(project: Path) -> dict[str, tuple[bytes, bool]]:
+    """Every file of *project* but git's own: its bytes, and whether it is executable."""
+    return {
+        path.relative_to(project).as_posix(): (path.read_bytes(), os.access(path, os.X_OK))
+        for path in sorted(project.rglob("*"))
+        if path.is_file() and ".git" not in path.relative_to(project).parts
+    }
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TemplateRepo]:
+    """A template repository per earlier commit: v0.1.0 is that commit, v0.2.0 today's."""
+    found = {}
+    for commit in EARLIER_COMMITS:
+        if run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], ROOT, check=False).returncode:
+            continue
+        template = TemplateRepo(tmp_path_factory.mktemp("honest") / f"template-{commit}")
+        template.release("v0.1.0", commit=commit)
+        template.release("v0.2.0")
+        found[commit] = template
+    return found
+
+
+@pytest.mark.parametrize(
+    ("commit", "answer_set"),
+    [(commit, name) for commit, names in EARLIER_COMMITS.items() for name in names],
+)
+def test_an_update_without_edits_equals_a_fresh_render(
+    tmp_path: Path, releases: dict[str, TemplateRepo], commit: str, answer_set: str
+) -> None:
+    """Path 10: update honesty, the strictest anchor.
+
+    A project generated from an earlier commit and updated to today's template,
+    with no edit of its own, is file for file and byte for byte (and mode for
+    mode) the project a fresh copy of today's template gives with the same answers:
+    an update leaves nothing of the old version behind and misses nothing of the
+    new one.  From ``385f9dc`` (before the core moved into ``_runtime/``) with
+    four answer sets, from ``62a75d1`` with the defaults.
+    """
+    if commit not in releases:
+        pytest.skip(
+            f"commit {commit} is not in this clone (a shallow clone?): "
+            "fetch the full history to test the update from it"
+        )
+    template = releases[commit]
+    answers_given = HONEST_ANSWERS[answer_set]
+    updated = copy_project(template, tmp_path / "updated", "v0.1.0", **answers_given)
+    assert answers(updated)["_commit"] == "v0.1.0"
+    generated = tree(updated)
+
+    result = update(updated, "--defaults")
+
+    assert_merged_cleanly(updated, result)
+    assert answers(updated)["_commit"] == "v0.2.0"
+    fresh = copy_project(template, tmp_path / "fresh", "v0.2.0", **answers_given)
+    before, after = tree(fresh), tree(updated)
+    assert generated != before, "the two versions render alike: nothing to test"
+    assert sorted(after.keys() - before.keys()) == [], "left behind by the update"
+    assert sorted(before.keys() - after.keys()) == [], "missing after the update"
+    differ = sorted(name for name in before if before[name] != after[name])
+    assert differ == [], "not what a fresh copy writes"
+    folders = [path for path in updated.rglob("*") if path.is_dir()]
+    empty = [
+        path.relative_to(updated).as_posix()
+        for path in folders
+        if ".git" not in path.relative_to(updated).parts and not any(path.iterdir())
+    ]
+    assert empty == [], "empty folders left behind"

@@ -36,9 +36,9 @@ __all__ = [
     "wait_despite_cancel",
 ]
 
-_T = TypeVar("_T")
-_T_co = TypeVar("_T_co", covariant=True)
-_V = TypeVar("_V")
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+V = TypeVar("V")
 
 
 async def wait_despite_cancel(
@@ -62,7 +62,7 @@ async def wait_despite_cancel(
     return cancelled
 
 
-async def run_in_thread(function: Callable[..., _T], *args: object) -> _T:
+async def run_in_thread(function: Callable[..., T], *args: object) -> T:
     """Run ``function(*args)`` in the loop's default executor and return its result.
 
     If the awaiting task is cancelled, the call still completes before
@@ -81,7 +81,7 @@ async def run_in_thread(function: Callable[..., _T], *args: object) -> _T:
 
 
 @tracked_resource
-class AsyncResource(Generic[_T_co]):
+class AsyncResource(Generic[T_co]):
     """Base class of a single-use asynchronous context manager.
 
     The asynchronous twin of ``Resource``: a subclass implements ``async
@@ -113,7 +113,7 @@ class AsyncResource(Generic[_T_co]):
         self._state = NEW
         self._releasing: asyncio.Future[None] | None = None
 
-    async def _acquire(self) -> _T_co:
+    async def _acquire(self) -> T_co:
         """Acquire the resource: the subclass's part (see the class docstring)."""
         msg = f"{type(self).__name__} defines no _acquire()"
         raise NotImplementedError(msg)
@@ -139,7 +139,7 @@ class AsyncResource(Generic[_T_co]):
         docstring).  By default it releases nothing.
         """
 
-    async def __aenter__(self) -> _T_co:
+    async def __aenter__(self) -> T_co:
         if self._state != NEW:
             raise ReentryError(self)
         self._state = _resource.OPENING  # this process's: the record (Resource)
@@ -197,7 +197,7 @@ class AsyncResource(Generic[_T_co]):
                 return
             await self._finish(None, succeeded=False)
 
-    def _require(self, value: _V | None) -> _V:
+    def _require(self, value: V | None) -> V:
         """Return *value*, a piece of the resource, or raise if it is not held."""
         if value is None or self._state != _resource.OPEN:
             state = _MISUSE.get(self._state, "is closed")
@@ -249,7 +249,7 @@ class AsyncResource(Generic[_T_co]):
             raise cancelled
 
 
-class ThreadedResource(AsyncResource[_T_co]):
+class ThreadedResource(AsyncResource[T_co]):
     """An ``AsyncResource`` made of a ``Resource`` whose calls block.
 
     Acquiring enters the synchronous resource in a worker thread and releasing

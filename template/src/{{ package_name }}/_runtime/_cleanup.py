@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["call_each", "cleanup_outcome", "raise_unless_noted"]
 
-_T = TypeVar("_T")
+T = TypeVar("T")
 
 
 def _is_interrupt(error: BaseException) -> bool:
@@ -71,7 +71,7 @@ def raise_unless_noted(
         raise error
 
 
-def call_each(function: Callable[[_T], object], items: Iterable[_T]) -> None:
+def call_each(function: Callable[[T], object], items: Iterable[T]) -> None:
     """Call *function* on every item, even if some calls fail; then raise what failed.
 
     What an ``ExitStack`` of callbacks does, without its cost, and by the rule

@@ -78,10 +78,10 @@ __all__ = [
     "tracked_resource",
 ]
 
-_T = TypeVar("_T")
-_T_co = TypeVar("_T_co", covariant=True)
-_V = TypeVar("_V")
-_TypeT = TypeVar("_TypeT", bound=type)
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+V = TypeVar("V")
+TypeT = TypeVar("TypeT", bound=type)
 
 NEW, OPENING, OPEN, CLOSED = "new", "opening", "open", "closed"
 HELD = frozenset((OPENING, OPEN))
@@ -139,7 +139,7 @@ def close_copy(file: object) -> None:
         close()
 
 
-def record_call(record: list[_T], function: Callable[..., _T], *args: object) -> _T:
+def record_call(record: list[T], function: Callable[..., T], *args: object) -> T:
     """Call ``function(*args)`` and append the result to *record*; return it.
 
     The call and the append happen inside C code when *function* is a C function
@@ -298,7 +298,7 @@ def _wait_until_free(lock: threading.Lock) -> None:
     any(itertools.starmap(lock.release, taken))
 
 
-class Resource(Generic[_T_co]):
+class Resource(Generic[T_co]):
     """Base class of a single-use synchronous context manager.
 
     A subclass calls ``Resource.__init__(self)`` (on Python 3.11 a ``super()``
@@ -341,7 +341,7 @@ class Resource(Generic[_T_co]):
     def __init__(self) -> None:
         self._state = NEW
 
-    def _acquire(self) -> _T_co:
+    def _acquire(self) -> T_co:
         """Acquire the resource: the subclass's part (see the class docstring)."""
         msg = f"{type(self).__name__} defines no _acquire()"
         raise NotImplementedError(msg)
@@ -365,7 +365,7 @@ class Resource(Generic[_T_co]):
         By default it releases nothing (see the class docstring).
         """
 
-    def __enter__(self) -> _T_co:
+    def __enter__(self) -> T_co:
         if self._state is not NEW:
             raise ReentryError(self)
         self._state = OPENING  # this process's (see _forked): the record
@@ -432,7 +432,7 @@ class Resource(Generic[_T_co]):
         if self._state in HELD:
             self._finish(None, succeeded=False)
 
-    def _require(self, value: _V | None) -> _V:
+    def _require(self, value: V | None) -> V:
         """Return *value*, a piece of the resource, or raise if it is not held."""
         if value is None or self._state != OPEN:
             state = _MISUSE.get(self._state, "is closed")
@@ -478,7 +478,7 @@ _IDLE_STATES = (NEW, CLOSED, "released")
 _TRACKED: dict[type, None] = {Resource: None}
 
 
-def tracked_resource(cls: _TypeT) -> _TypeT:
+def tracked_resource(cls: TypeT) -> TypeT:
     """Class decorator: let ``testing`` find instances left open.
 
     Subclasses of ``Resource`` and ``AsyncResource`` are tracked already.  Another

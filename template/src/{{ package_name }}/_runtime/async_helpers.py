@@ -22,12 +22,12 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncCleanupStack", "AsyncClosingWith"]
 
-_T = TypeVar("_T")
-_R = TypeVar("_R")
-_P = ParamSpec("_P")
+T = TypeVar("T")
+R = TypeVar("R")
+P = ParamSpec("P")
 
 
-class AsyncClosingWith(_ThingAndMethod[_T], AsyncResource[_T]):
+class AsyncClosingWith(_ThingAndMethod[T], AsyncResource[T]):
     """Async context manager that awaits a release method of *thing* at the end.
 
     ``contextlib.aclosing(thing)`` only knows ``await thing.aclose()``; this one
@@ -63,7 +63,7 @@ class AsyncClosingWith(_ThingAndMethod[_T], AsyncResource[_T]):
     __slots__ = ("_creator", "_method", "_release_call", "_thing")
 
     def __init__(
-        self, thing: _T, method: str = "aclose", /, *args: object, **kwargs: object
+        self, thing: T, method: str = "aclose", /, *args: object, **kwargs: object
     ) -> None:
         super().__init__()
         self._thing, self._method = thing, method
@@ -71,7 +71,7 @@ class AsyncClosingWith(_ThingAndMethod[_T], AsyncResource[_T]):
         # Owned from this store on: before it, dropping the object drops *thing*.
         self._release_call = _release_call(thing, method, args, kwargs)
 
-    async def _acquire(self) -> _T:
+    async def _acquire(self) -> T:
         return self._thing
 
     async def _release(self, *, succeeded: bool) -> None:
@@ -138,21 +138,21 @@ class AsyncCleanupStack(_CleanupStackBase):
     ) -> bool:
         return await self._aunwind(exc)
 
-    async def enter_async(self, manager: AbstractAsyncContextManager[_T]) -> _T:
+    async def enter_async(self, manager: AbstractAsyncContextManager[T]) -> T:
         """Enter an async context manager and register its ``__aexit__``."""
         kind = "an async context manager"
         enter, exit_ = self._entry(manager, kind, "__aenter__", "__aexit__")
-        value: _T = await enter()
+        value: T = await enter()
         self._cleanups.append((manager, exit_, True, _resource._PID))
         return value
 
     def async_callback(
         self,
-        function: Callable[_P, Awaitable[_R]],
+        function: Callable[P, Awaitable[R]],
         /,
-        *args: _P.args,
-        **kwargs: _P.kwargs,
-    ) -> Callable[_P, Awaitable[_R]]:
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Callable[P, Awaitable[R]]:
         """Register ``await function(*args, **kwargs)`` as a cleanup; return it."""
         self._check_open()
 

@@ -85,15 +85,15 @@ __all__ = [
     "tracked_resource",
 ]
 
-_T = TypeVar("_T")
-_T_co = TypeVar("_T_co", covariant=True)
-_T1 = TypeVar("_T1")
-_T2 = TypeVar("_T2")
-_T3 = TypeVar("_T3")
-_T4 = TypeVar("_T4")
-_R = TypeVar("_R")
-_P = ParamSpec("_P")
-_TypeT = TypeVar("_TypeT", bound=type)
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+T1 = TypeVar("T1")
+T2 = TypeVar("T2")
+T3 = TypeVar("T3")
+T4 = TypeVar("T4")
+R = TypeVar("R")
+P = ParamSpec("P")
+TypeT = TypeVar("TypeT", bound=type)
 
 _NEW, _OPEN, _CLOSED = "new", "open", "closed"
 _HELD, _RELEASED = "held", "released"
@@ -125,17 +125,17 @@ class SupportsRelease(Protocol):
         ...
 
 
-_ShutdownT = TypeVar("_ShutdownT", bound=SupportsShutdown)
-_TerminateT = TypeVar("_TerminateT", bound=SupportsTerminate)
-_ReleaseT = TypeVar("_ReleaseT", bound=SupportsRelease)
+ShutdownT = TypeVar("ShutdownT", bound=SupportsShutdown)
+TerminateT = TypeVar("TerminateT", bound=SupportsTerminate)
+ReleaseT = TypeVar("ReleaseT", bound=SupportsRelease)
 
 
-class _ThingAndMethod(Generic[_T]):
+class _ThingAndMethod(Generic[T]):
     """What ``ClosingWith`` and its async twin share: the object and its method."""
 
     __slots__ = ()
 
-    _thing: _T
+    _thing: T
     _method: str
     _release_call: Callable[[], Any]
     if TYPE_CHECKING:
@@ -147,7 +147,7 @@ class _ThingAndMethod(Generic[_T]):
         return f"{type(self).__name__}({self._thing!r}, {self._method!r})"
 
     @property
-    def thing(self) -> _T:
+    def thing(self) -> T:
         """The managed object; raises ``ClosedResourceError`` once it is released."""
         if self.closed:
             raise ClosedResourceError(f"{self!r} is closed")
@@ -164,7 +164,7 @@ def _release_call(
     return functools.partial(release, *args, **kwargs)
 
 
-class ClosingWith(_ThingAndMethod[_T], Resource[_T]):
+class ClosingWith(_ThingAndMethod[T], Resource[T]):
     """Context manager that calls a release method of *thing* at the end of a block.
 
     ``contextlib.closing(thing)`` only knows ``thing.close()``; many objects are
@@ -205,7 +205,7 @@ class ClosingWith(_ThingAndMethod[_T], Resource[_T]):
     __slots__ = ("_creator", "_method", "_release_call", "_thing")
 
     def __init__(
-        self, thing: _T, method: str = "close", /, *args: object, **kwargs: object
+        self, thing: T, method: str = "close", /, *args: object, **kwargs: object
     ) -> None:
         Resource.__init__(self)
         self._thing, self._method = thing, method
@@ -213,7 +213,7 @@ class ClosingWith(_ThingAndMethod[_T], Resource[_T]):
         # Owned from this store on: before it, dropping the object drops *thing*.
         self._release_call = _release_call(thing, method, args, kwargs)
 
-    def _acquire(self) -> _T:
+    def _acquire(self) -> T:
         return self._thing
 
     def _release(self, *, succeeded: bool) -> None:
@@ -235,12 +235,12 @@ class ClosingWith(_ThingAndMethod[_T], Resource[_T]):
         Resource.__del__(self, _warn)
 
 
-def shutting_down(thing: _ShutdownT) -> ClosingWith[_ShutdownT]:
+def shutting_down(thing: ShutdownT) -> ClosingWith[ShutdownT]:
     """Return a ``ClosingWith`` calling ``thing.shutdown()`` when the block ends."""
     return ClosingWith(thing, "shutdown")
 
 
-def terminating(thing: _TerminateT) -> ClosingWith[_TerminateT]:
+def terminating(thing: TerminateT) -> ClosingWith[TerminateT]:
     """Return a ``ClosingWith`` calling ``thing.terminate()`` when the block ends.
 
     ``terminate()`` only asks a child process to stop: it neither waits for it nor
@@ -249,7 +249,7 @@ def terminating(thing: _TerminateT) -> ClosingWith[_TerminateT]:
     return ClosingWith(thing, "terminate")
 
 
-def releasing(thing: _ReleaseT) -> ClosingWith[_ReleaseT]:
+def releasing(thing: ReleaseT) -> ClosingWith[ReleaseT]:
     """Return a ``ClosingWith`` calling ``thing.release()`` when the block ends."""
     return ClosingWith(thing, "release")
 
@@ -372,7 +372,7 @@ class _CleanupStackBase:
     def __len__(self) -> int:
         return len(self._cleanups)
 
-    def enter(self, manager: AbstractContextManager[_T]) -> _T:
+    def enter(self, manager: AbstractContextManager[T]) -> T:
         """Enter *manager* and register its ``__exit__``; return what it gives.
 
         If entering raises, nothing is registered and the exception propagates.
@@ -381,7 +381,7 @@ class _CleanupStackBase:
         kind = "a context manager"
         enter, exit_ = self._entry(manager, kind, "__enter__", "__exit__")
         # Registered as soon as __enter__ returns: no interrupt falls between.
-        entered: list[_T] = []
+        entered: list[T] = []
         _call_in_turn(
             functools.partial(entered.extend, itertools.starmap(enter, ((),))),
             functools.partial(
@@ -408,8 +408,8 @@ class _CleanupStackBase:
         return _bound(methods[0], manager), _bound(methods[1], manager)
 
     def callback(
-        self, function: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs
-    ) -> Callable[_P, _R]:
+        self, function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Callable[P, R]:
         """Register ``function(*args, **kwargs)`` as a cleanup; return *function*."""
         self._check_open()
         exit_ = _callback_exit(function, args, kwargs)
@@ -556,7 +556,7 @@ class CleanupStack(_CleanupStackBase):
         self._unwind_now(None)
 
 
-class ContextGroup(Generic[_T_co]):
+class ContextGroup(Generic[T_co]):
     """Context manager that enters several context managers as one.
 
     Use ``enter_all(a, b, c)``, which types the tuple the block receives.
@@ -592,14 +592,14 @@ class ContextGroup(Generic[_T_co]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(map(repr, self._managers))})"
 
-    def __enter__(self) -> _T_co:
+    def __enter__(self) -> T_co:
         if self._stack is not None:
             raise ReentryError(self)
         stack = self._stack = CleanupStack()
         values: list[object] = []
         try:
             values.extend(stack.enter(manager) for manager in self._managers)
-            return cast("_T_co", tuple(values))  # an interrupt here must unwind too
+            return cast("T_co", tuple(values))  # an interrupt here must unwind too
         except BaseException as error:
             stack._unwind_now(error)
             raise
@@ -627,30 +627,30 @@ class ContextGroup(Generic[_T_co]):
 
 
 @overload
-def enter_all(first: AbstractContextManager[_T1], /) -> ContextGroup[tuple[_T1]]: ...
+def enter_all(first: AbstractContextManager[T1], /) -> ContextGroup[tuple[T1]]: ...
 @overload
 def enter_all(
-    first: AbstractContextManager[_T1], second: AbstractContextManager[_T2], /
-) -> ContextGroup[tuple[_T1, _T2]]: ...
+    first: AbstractContextManager[T1], second: AbstractContextManager[T2], /
+) -> ContextGroup[tuple[T1, T2]]: ...
 @overload
 def enter_all(
-    first: AbstractContextManager[_T1],
-    second: AbstractContextManager[_T2],
-    third: AbstractContextManager[_T3],
+    first: AbstractContextManager[T1],
+    second: AbstractContextManager[T2],
+    third: AbstractContextManager[T3],
     /,
-) -> ContextGroup[tuple[_T1, _T2, _T3]]: ...
+) -> ContextGroup[tuple[T1, T2, T3]]: ...
 @overload
 def enter_all(
-    first: AbstractContextManager[_T1],
-    second: AbstractContextManager[_T2],
-    third: AbstractContextManager[_T3],
-    fourth: AbstractContextManager[_T4],
+    first: AbstractContextManager[T1],
+    second: AbstractContextManager[T2],
+    third: AbstractContextManager[T3],
+    fourth: AbstractContextManager[T4],
     /,
-) -> ContextGroup[tuple[_T1, _T2, _T3, _T4]]: ...
+) -> ContextGroup[tuple[T1, T2, T3, T4]]: ...
 @overload
 def enter_all(
-    *managers: AbstractContextManager[_T],
-) -> ContextGroup[tuple[_T, ...]]: ...
+    *managers: AbstractContextManager[T],
+) -> ContextGroup[tuple[T, ...]]: ...
 def enter_all(*managers: AbstractContextManager[Any]) -> ContextGroup[tuple[Any, ...]]:
     """Return a ``ContextGroup`` entering *managers*; the block gets their values."""
     return ContextGroup(*managers)
@@ -671,7 +671,7 @@ class SupportsTimedAcquire(Protocol):
         ...
 
 
-_LockT = TypeVar("_LockT", bound=SupportsTimedAcquire)
+LockT = TypeVar("LockT", bound=SupportsTimedAcquire)
 
 _C_LOCKS = frozenset({_thread.LockType, _thread.RLock})
 """Locks written in C: one call acquires or releases, with no window inside."""
@@ -706,7 +706,7 @@ def _checked_wait(timeout: object) -> float | None:
     return timeout
 
 
-class _TimedAcquisition(Resource[_T_co], Generic[_LockT, _T_co]):
+class _TimedAcquisition(Resource[T_co], Generic[LockT, T_co]):
     """Acquires a lock within a timeout and releases it once.
 
     What the block gets is the subclass's choice: its ``_acquire`` calls
@@ -717,7 +717,7 @@ class _TimedAcquisition(Resource[_T_co], Generic[_LockT, _T_co]):
     __slots__ = ("_c_call", "_held", "_lock", "_name", "_timeout")
 
     def __init__(
-        self, lock: _LockT, *, timeout: float | None, name: str | None = None
+        self, lock: LockT, *, timeout: float | None, name: str | None = None
     ) -> None:
         Resource.__init__(self)
         if type(lock) in _C_LOCKS:
@@ -804,7 +804,7 @@ class _TimedAcquisition(Resource[_T_co], Generic[_LockT, _T_co]):
                 self._lock.release()
 
 
-class Acquired(_TimedAcquisition[_LockT, _LockT]):
+class Acquired(_TimedAcquisition[LockT, LockT]):
     """Context manager that acquires *lock* within *timeout* seconds, or raises.
 
     Example:
@@ -839,7 +839,7 @@ class Acquired(_TimedAcquisition[_LockT, _LockT]):
         """Release the lock now.  Calling it again, or before entry, does nothing."""
         self.close()
 
-    def _acquire(self) -> _LockT:
+    def _acquire(self) -> LockT:
         self._take_lock()
         return self._lock
 
@@ -847,7 +847,7 @@ class Acquired(_TimedAcquisition[_LockT, _LockT]):
 # A pair of functions turned into a context manager
 
 
-class Acquisition(Resource[_T]):
+class Acquisition(Resource[T]):
     """Context manager that calls *acquire* on entry and *release* on its result.
 
     Usually made by an ``AcquireRelease``: ``AcquireRelease(os.open, os.close)(path,
@@ -863,23 +863,23 @@ class Acquisition(Resource[_T]):
     __slots__ = ("_acquire_function", "_held", "_release_function")
 
     def __init__(
-        self, acquire: Callable[[], _T], release: Callable[[_T], object]
+        self, acquire: Callable[[], T], release: Callable[[T], object]
     ) -> None:
         Resource.__init__(self)
         self._acquire_function = acquire
         self._release_function = release
-        self._held: list[_T] = []
+        self._held: list[T] = []
 
     def __repr__(self) -> str:
         acquire, release = self._acquire_function, self._release_function
         return f"{type(self).__name__}({_name(acquire)}, {_name(release)})"
 
     @property
-    def value(self) -> _T:
+    def value(self) -> T:
         """What ``acquire()`` returned; ``ClosedResourceError`` outside the block."""
         return self._require(self._held or None)[0]
 
-    def _acquire(self) -> _T:
+    def _acquire(self) -> T:
         return record_call(self._held, self._acquire_function)
 
     def _release(self, *, succeeded: bool) -> None:
@@ -888,7 +888,7 @@ class Acquisition(Resource[_T]):
             self._release_function(held[0])
 
 
-class AcquireRelease(Generic[_P, _T]):
+class AcquireRelease(Generic[P, T]):
     """A reusable, typed context-manager class made of two functions.
 
     Calling it with *acquire*'s arguments returns a fresh single-use
@@ -915,16 +915,14 @@ class AcquireRelease(Generic[_P, _T]):
 
     __slots__ = ("_acquire", "_release")
 
-    def __init__(
-        self, acquire: Callable[_P, _T], release: Callable[[_T], object]
-    ) -> None:
+    def __init__(self, acquire: Callable[P, T], release: Callable[[T], object]) -> None:
         self._acquire = acquire
         self._release = release
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({_name(self._acquire)}, {_name(self._release)})"
 
-    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Acquisition[_T]:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Acquisition[T]:
         """Return a new ``Acquisition`` that calls ``acquire(*args, **kwargs)``."""
         return Acquisition(
             functools.partial(self._acquire, *args, **kwargs), self._release

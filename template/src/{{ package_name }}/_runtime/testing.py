@@ -1307,7 +1307,7 @@ def run_with_fd_limit(
 # The contract checker
 
 
-_M = TypeVar("_M")
+M = TypeVar("M")
 _JUMP_BACK = dis.opmap["JUMP_BACKWARD"]
 """The opcode of a loop's jump back, where the interpreter checks for signals."""
 _IO_MODULES = frozenset(
@@ -1962,7 +1962,7 @@ class _Checker:
                 raise ContractError(f"{what} left held: {', '.join(leaks)}")
             yield
 
-    def make(self, factory: Callable[[], _M]) -> _M:
+    def make(self, factory: Callable[[], M]) -> M:
         """Make an object to check, remembered until the next ``held()`` passes."""
         manager = factory()
         self.made.append(manager)
