@@ -24,7 +24,6 @@ import yaml
 from tests.conftest import BIN, run_in
 from tests.matrix import (
     PACKAGE,
-    ROOT,
     RUNTIME_PYTHON,
     import_purity_problems,
     keys_of_test_files,
@@ -49,9 +48,11 @@ from tests.updating import (
     edit,
     exported_names,
     git,
+    in_this_clone,
     leftovers,
     module,
     run,
+    skip_unless_in_this_clone,
     unmerged,
     update,
     user_function,
@@ -516,11 +517,7 @@ def test_update_from_the_baseline_commit(
     then the comment below which user code goes (the layout that lets later updates
     merge).  The test resolves it as docs/updating.md says.
     """
-    if run(["git", "cat-file", "-e", f"{BASELINE}^{{commit}}"], ROOT, check=False).returncode:
-        pytest.skip(
-            f"commit {BASELINE} is not in this clone (a shallow clone?): "
-            "fetch the full history to test the update from it"
-        )
+    skip_unless_in_this_clone(BASELINE)
     template = TemplateRepo(tmp_path / "template")
     template.release("v0.0.1", commit=BASELINE)
     template.release("v0.1.0")
@@ -587,11 +584,7 @@ def test_update_moves_the_core_into_the_runtime(
     of ``helpers.py``, ``testing.py`` and a resource module merges with no conflict,
     and the user's own tests, which import from the public modules, still pass.
     """
-    if run(["git", "cat-file", "-e", f"{BEFORE_RUNTIME}^{{commit}}"], ROOT, check=False).returncode:
-        pytest.skip(
-            f"commit {BEFORE_RUNTIME} is not in this clone (a shallow clone?): "
-            "fetch the full history to test the update from it"
-        )
+    skip_unless_in_this_clone(BEFORE_RUNTIME)
     template = TemplateRepo(tmp_path / "template")
     template.release("v0.1.0", commit=BEFORE_RUNTIME)
     template.release("v0.2.0")
@@ -854,7 +847,7 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TemplateRepo
     """A template repository per earlier commit: v0.1.0 is that commit, v0.2.0 today's."""
     found = {}
     for commit in EARLIER_COMMITS:
-        if run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], ROOT, check=False).returncode:
+        if not in_this_clone(commit):
             continue
         template = TemplateRepo(tmp_path_factory.mktemp("honest") / f"template-{commit}")
         template.release("v0.1.0", commit=commit)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import yaml
 
 from tests.conftest import BIN, TEMPLATE_PARTS, copy_template, tool_env
@@ -76,6 +77,19 @@ def run(
             f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
         )
     return result
+
+
+def in_this_clone(commit: str) -> bool:
+    """Whether this repository's clone holds *commit* (a shallow clone may not)."""
+    return run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], ROOT, check=False).returncode == 0
+
+
+def skip_unless_in_this_clone(commit: str) -> None:
+    if not in_this_clone(commit):
+        pytest.skip(
+            f"commit {commit} is not in this clone (a shallow clone?): "
+            "fetch the full history to test the update from it"
+        )
 
 
 def git(cwd: Path, *args: str) -> str:
