@@ -40,7 +40,12 @@ def _tool_settings(tool: str, **context: str) -> str:
 
 
 def test_runtime_holds_exactly_the_registry_modules() -> None:
-    names = sorted(path.name for path in TEMPLATE_RUNTIME.iterdir() if path.name != "__pycache__")
+    # Tools' caches (.ruff_cache, __pycache__) are copier.yml's _exclude: no render has them.
+    names = sorted(
+        path.name
+        for path in TEMPLATE_RUNTIME.iterdir()
+        if not path.name.startswith(".") and path.name != "__pycache__"
+    )
     assert names == sorted(f"{module}.py" for module in registry.RUNTIME_MODULES)
 
 
