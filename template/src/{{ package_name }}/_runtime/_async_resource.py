@@ -10,20 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import warnings
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import _resource
 from ._cleanup import raise_unless_noted
-from ._resource import (
-    _MISUSE,
-    CLOSED,
-    HELD,
-    NEW,
-    Resource,
-    tracked_resource,
-)
-from .errors import ClosedResourceError, ReentryError
+from ._resource import CLOSED, NEW, Lifecycle, Resource
+from .errors import ReentryError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,7 +30,7 @@ __all__ = [
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
-V = TypeVar("V")
+SyncT = TypeVar("SyncT", bound=Resource[Any])
 
 
 async def wait_despite_cancel(
@@ -80,15 +72,15 @@ async def run_in_thread(function: Callable[..., T], *args: object) -> T:
     return future.result()
 
 
-@tracked_resource
-class AsyncResource(Generic[T_co]):
+class AsyncResource(Lifecycle, Generic[T_co]):
     """Base class of a single-use asynchronous context manager.
 
-    The asynchronous twin of ``Resource``: a subclass implements ``async
-    _acquire()`` and ``async _release(succeeded)`` under the same rules (and may
-    implement ``_block_raised(exc)``), and ``_release_now()``, which releases
-    synchronously what it can for the collection finalizer (which cannot await)
-    and returns whether it did.
+    The asynchronous twin of ``Resource``, on the same ``Lifecycle``: a subclass
+    calls ``AsyncResource.__init__(self)`` first in its ``__init__``, implements
+    ``async _acquire()`` and ``async _release(succeeded)`` under the same rules
+    (and may implement ``_block_raised(exc)``), and ``_release_now()``, which
+    releases synchronously what it can for the collection finalizer (which
+    cannot await) and returns whether it did.
 
     ``_release`` runs as a task of its own that a cancellation of the caller does
     not stop: ``aclose()``, and the exit of a cancelled block, wait for it to
@@ -107,10 +99,10 @@ class AsyncResource(Generic[T_co]):
     too.  By default it releases nothing.
     """
 
-    __slots__ = ("_releasing", "_state")
+    __slots__ = ("_releasing",)
 
     def __init__(self) -> None:
-        self._state = NEW
+        Lifecycle.__init__(self)
         self._releasing: asyncio.Future[None] | None = None
 
     async def _acquire(self) -> T_co:
@@ -124,23 +116,14 @@ class AsyncResource(Generic[T_co]):
         raise NotImplementedError(msg)
 
     def _release_now(self) -> bool:
+        """Release synchronously what can be; return whether it was released."""
         return False
 
     def _abort(self) -> None:
         """Make a release under way end soon; called when its caller is cancelled."""
 
-    def _block_raised(self, exc: BaseException) -> None:
-        """Called by the exit of a block that raised *exc*, before the release."""
-
-    def _release_copy(self) -> None:
-        """Release this process's copy, in a process forked inside the block.
-
-        Synchronous, and it must not touch the event loop (see the class
-        docstring).  By default it releases nothing.
-        """
-
     async def __aenter__(self) -> T_co:
-        if self._state != NEW:
+        if self._state is not NEW:
             raise ReentryError(self)
         self._state = _resource.OPENING  # this process's: the record (Resource)
         try:
@@ -157,33 +140,17 @@ class AsyncResource(Generic[T_co]):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._state in HELD:
-            if self._acquired_elsewhere():  # in a process forked inside the block
-                self._disown(exc)
-                return
+        if self._held_here(exc):
             if exc is not None:
                 self._block_raised(exc)
             await self._finish(exc, succeeded=exc is None)
 
-    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
-        try:
-            state = self._state
-        except AttributeError:  # __init__ failed before AsyncResource.__init__ ran
-            return
-        if state not in HELD:
-            return
-        if self._acquired_elsewhere():  # a copy in a forked child: not a leak
-            self._disown(None)
-            return
+    def _release_at_collection(self) -> str:
         released = self._release_now()
         self._state = CLOSED
-        how = "released at collection" if released else "its release was never awaited"
-        _warn(f"unclosed {self!r}: {how}", ResourceWarning, stacklevel=2, source=self)
-
-    @property
-    def closed(self) -> bool:
-        """Whether the resource has been released."""
-        return self._state == CLOSED
+        if released:
+            return ": released at collection"
+        return ": its release was never awaited"
 
     async def aclose(self) -> None:
         """Release the resource now; awaiting it again, or before entry, does nothing.
@@ -191,41 +158,14 @@ class AsyncResource(Generic[T_co]):
         If the awaiting task is cancelled, the release still completes before
         ``CancelledError`` is re-raised.
         """
-        if self._state in HELD:
-            if self._acquired_elsewhere():  # in a process forked inside the block
-                self._disown(None)
-                return
+        if self._held_here(None):
             await self._finish(None, succeeded=False)
-
-    def _require(self, value: V | None) -> V:
-        """Return *value*, a piece of the resource, or raise if it is not held."""
-        if value is None or self._state != _resource.OPEN:
-            state = _MISUSE.get(self._state, "is closed")
-            raise ClosedResourceError(f"{self!r} {state}")
-        return value
 
     def _close_now(self) -> None:
         """Release at once with ``_release_now()`` (for a release that never waits)."""
-        if self._state in HELD:
-            if self._acquired_elsewhere():  # in a process forked inside the block
-                self._disown(None)
-                return
+        if self._held_here(None):
             self._release_now()
             self._state = CLOSED
-
-    def _acquired_elsewhere(self) -> bool:
-        """Whether another process acquired what this object holds (``Resource``'s)."""
-        state = self._state
-        own = (_resource.OPEN, _resource.OPENING)
-        return state in HELD and state is not own[0] and state is not own[1]
-
-    def _disown(self, primary: BaseException | None) -> None:
-        """Close the object in this process, which did not acquire: its copy only."""
-        self._state = CLOSED
-        try:
-            self._release_copy()
-        except BaseException as error:  # noqa: BLE001 - raise_unless_noted raises it
-            raise_unless_noted(error, self, primary)
 
     async def _finish(self, primary: BaseException | None, *, succeeded: bool) -> None:
         releasing = self._releasing
@@ -249,26 +189,40 @@ class AsyncResource(Generic[T_co]):
             raise cancelled
 
 
-class ThreadedResource(AsyncResource[T_co]):
+class ThreadedResource(AsyncResource[T_co], Generic[T_co, SyncT]):
     """An ``AsyncResource`` made of a ``Resource`` whose calls block.
 
-    Acquiring enters the synchronous resource in a worker thread and releasing
-    closes it in one (its exit, when the block succeeded; a subclass may override
-    ``_release_in_thread``), so the event loop is never blocked.  Without a thread
-    to release in (the loop's executor was shut down), it closes in place.  A
-    cancelled acquisition waits for the thread and then releases what it
-    acquired; collected while held, it is closed in the collecting thread.  The
-    exit of a block that raised passes the exception on to the synchronous
-    resource's ``_block_raised``.  In a process forked inside the block, the
-    synchronous resource is closed in place, where its own ``_release_copy()``
-    runs.
+    Acquiring enters the synchronous resource, its twin, in a worker thread and
+    releasing closes it in one (its exit, when the block succeeded; a subclass
+    may override ``_release_in_thread``), so the event loop is never blocked.
+    Without a thread to release in (the loop's executor was shut down), it
+    closes in place.  A cancelled acquisition waits for the thread and then
+    releases what it acquired; collected while held, it is closed in the
+    collecting thread.  The exit of a block that raised passes the exception on
+    to the twin's ``_block_raised``.  In a process forked inside the block, the
+    twin is closed in place, where its own ``_release_copy()`` runs.
+
+    A subclass calls ``ThreadedResource.__init__(self, twin)`` first in its
+    ``__init__``, and reaches the twin only through its public and protected
+    interface: ``_twin()`` while the block runs.  Its ``repr`` is the twin's,
+    under its own class name.
     """
 
     __slots__ = ("_sync",)
 
-    def __init__(self, sync: Resource[Any]) -> None:
-        super().__init__()
+    def __init__(self, sync: SyncT) -> None:
+        AsyncResource.__init__(self)
         self._sync = sync
+
+    def __repr__(self) -> str:
+        twin, name = repr(self._sync), type(self._sync).__name__
+        if twin.startswith(f"{name}("):
+            return f"{type(self).__name__}{twin.removeprefix(name)}"
+        return f"{type(self).__name__}({twin})"
+
+    def _twin(self) -> SyncT:
+        """The synchronous twin; ``ClosedResourceError`` unless this object is held."""
+        return self._require(self._sync)
 
     async def _enter_sync(self) -> None:
         """Enter the synchronous resource in a worker thread."""

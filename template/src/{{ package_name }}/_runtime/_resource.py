@@ -48,7 +48,6 @@ removed, a child process killed, a socket shut down).
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]  # no stub; see InterruptDeferral
 import functools
 import gc
 import itertools
@@ -69,11 +68,13 @@ if TYPE_CHECKING:
 __all__ = [
     "WAIT_SLICE",
     "InterruptDeferral",
+    "Lifecycle",
     "Resource",
     "close_copy",
     "deferred_interrupts",
     "join_thread",
     "live_resources",
+    "misuse_error",
     "record_call",
     "tracked_resource",
 ]
@@ -152,9 +153,23 @@ def record_call(record: list[T], function: Callable[..., T], *args: object) -> T
 
 
 _SIGINT = signal.SIGINT
-_get_handler: Callable[[int], object] = _signal.getsignal
-_set_handler: Callable[[int, object], object] = _signal.signal
-"""The C functions: ``signal.signal`` converts to and from enums, 9 us a pair."""
+_RAW_SIGNAL_FUNCTIONS = sys.version_info < (3, 15)
+"""Whether ``InterruptDeferral`` swaps handlers with ``_signal``'s functions.
+
+``signal.signal`` and ``signal.getsignal`` are wrappers, in Python, of the C
+functions of the private ``_signal`` module, which convert handlers to and from
+enums (9 us a pair).  Every Python from 3.11 to 3.14 has them, with the same
+signatures and results (``tests/test_runtime_internals.py`` checks it on each);
+a later Python gets the public functions until it is checked too."""
+
+if _RAW_SIGNAL_FUNCTIONS:
+    import _signal  # type: ignore[import-not-found]  # no stub
+
+    _get_handler: Callable[[int], object] = _signal.getsignal
+    _set_handler: Callable[[int, object], object] = _signal.signal
+else:  # a Python this runtime was not checked on
+    _get_handler = signal.getsignal
+    _set_handler = signal.signal  # type: ignore[assignment]
 
 WAIT_SLICE = 0.02
 """Seconds: a wait with interrupts deferred goes in slices this long, so that a
@@ -298,14 +313,118 @@ def _wait_until_free(lock: threading.Lock) -> None:
     any(itertools.starmap(lock.release, taken))
 
 
-class Resource(Generic[T_co]):
+class Lifecycle:
+    """The lifecycle that ``Resource`` and ``AsyncResource`` share, written once.
+
+    ``contextlib``'s ``_BaseExitStack`` plays this part for ``ExitStack`` and
+    ``AsyncExitStack``: what does not await lives here, once.  The state
+    (``NEW``, ``OPENING``, ``OPEN``, ``CLOSED``), ``closed``, ``_require`` and
+    its errors, the ownership of a copy in a forked child (``_acquired_elsewhere``,
+    ``_disown``, ``_release_copy``), the collection finalizer and its
+    ``ResourceWarning``, and the tracking that ``live_resources`` reads.  A base
+    class built on it supplies the entry and exit (``with`` or ``async with``)
+    and ``_release_at_collection``; a resource class calls its base's
+    ``__init__`` by name (``Resource.__init__(self)``) as its first statement.
+    """
+
+    __slots__ = ("_state",)
+
+    def __init__(self) -> None:
+        self._state = NEW
+
+    def _block_raised(self, exc: BaseException) -> None:
+        """Called by the exit of a block that raised *exc*, before the release."""
+
+    def _release_copy(self) -> None:
+        """Release this process's copy, in a process forked inside the block.
+
+        Called, instead of the release, by the end of the block, the close and
+        the collection finalizer in a process other than the one that acquired.
+        It must not touch an event loop, whose selector the two processes share.
+        By default it releases nothing (see ``Resource``).
+        """
+
+    def _release_at_collection(self) -> str:
+        """Release what is held, for the collection finalizer; say how, after ``:``.
+
+        Each base class defines it; it returns ``""`` when there is nothing to add
+        to the warning's ``unclosed <object>``.
+        """
+        msg = f"{type(self).__name__} defines no _release_at_collection()"
+        raise NotImplementedError(msg)
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        try:
+            state = self._state
+        except AttributeError:  # __init__ failed before the base's __init__ ran
+            return
+        if state in HELD:
+            if self._acquired_elsewhere():  # a copy in a forked child: no leak
+                self._disown(None)
+                return
+            message = f"unclosed {self!r}"  # named as it was while held
+            try:
+                message += self._release_at_collection()
+            finally:  # released first: with warnings as errors the warning raises
+                _warn(message, ResourceWarning, stacklevel=2, source=self)
+
+    @property
+    def closed(self) -> bool:
+        """Whether the resource has been released."""
+        return self._state == CLOSED
+
+    def _require(self, value: V | None) -> V:
+        """Return *value*, a piece of the resource, or raise if it is not held."""
+        if value is None or self._state != OPEN:
+            raise misuse_error(self, self._state)
+        return value
+
+    def _held_here(self, primary: BaseException | None) -> bool:
+        """Whether this process holds the resource, to release it now.
+
+        A copy in a process forked inside the block is closed here instead
+        (``_disown``, with *primary* the block's exception), and is not held.
+        """
+        if self._state not in HELD:
+            return False
+        if self._acquired_elsewhere():
+            self._disown(primary)
+            return False
+        return True
+
+    def _acquired_elsewhere(self) -> bool:
+        """Whether another process acquired what this object holds.
+
+        True in a forked child, for a copy whose state is its parent's ``OPEN``
+        or ``OPENING`` (see ``_forked``).
+        """
+        state = self._state
+        return state in HELD and state is not OPEN and state is not OPENING
+
+    def _disown(self, primary: BaseException | None) -> None:
+        """Close the object in this process, which did not acquire: its copy only."""
+        self._state = CLOSED  # never retried: the copy is this process's alone
+        try:
+            self._release_copy()
+        except BaseException as error:  # noqa: BLE001 - raise_unless_noted raises it
+            raise_unless_noted(error, self, primary)
+
+
+def misuse_error(resource: object, state: str) -> ClosedResourceError:
+    """The error for a use of *resource* while its lifecycle is in *state*.
+
+    ``Lifecycle._require`` raises it, and the helpers whose lifecycle is not a
+    ``Lifecycle`` (``CleanupStack``, ``ClosingWith.thing``) too: one wording.
+    """
+    return ClosedResourceError(f"{resource!r} {_MISUSE.get(state, 'is closed')}")
+
+
+class Resource(Lifecycle, Generic[T_co]):
     """Base class of a single-use synchronous context manager.
 
-    A subclass calls ``Resource.__init__(self)`` (on Python 3.11 a ``super()``
-    call costs three times as much), or, where a new object is made for every
-    block and the call shows, sets ``self._state = NEW``, which is all that
-    ``Resource.__init__`` does (a test keeps that true).  It implements two
-    methods:
+    A subclass calls ``Resource.__init__(self)`` first in its ``__init__`` (by
+    name: on Python 3.11 a ``super()`` call costs more), and implements
+    two methods:
 
     * ``_acquire()`` acquires the resource, recording each piece on the object as
       soon as it exists, and returns what the ``with`` block gets;
@@ -326,20 +445,17 @@ class Resource(Generic[T_co]):
     A subclass overrides it to release what is the child's own copy, such as a
     descriptor (``close_copy``); nothing that another process would notice.
 
-    The base class provides the rest: ``with`` acquires and releases; a second
-    ``with`` raises ``ReentryError``; ``close()`` releases early and may be called
-    any number of times (before entry it does nothing); ``closed`` tells whether
-    the resource was released; ``_require(value)`` raises ``ClosedResourceError``
-    unless the resource is held.  If ``_release`` raises while the block raised,
-    the block's exception propagates with the failure attached as a note.  An
-    object collected while it holds its resource releases it and emits a
-    ``ResourceWarning``.
+    The base class provides the rest (most of it ``Lifecycle``'s): ``with``
+    acquires and releases; a second ``with`` raises ``ReentryError``; ``close()``
+    releases early and may be called any number of times (before entry it does
+    nothing); ``closed`` tells whether the resource was released;
+    ``_require(value)`` raises ``ClosedResourceError`` unless the resource is
+    held.  If ``_release`` raises while the block raised, the block's exception
+    propagates with the failure attached as a note.  An object collected while
+    it holds its resource releases it and emits a ``ResourceWarning``.
     """
 
-    __slots__ = ("_state",)
-
-    def __init__(self) -> None:
-        self._state = NEW
+    __slots__ = ()
 
     def _acquire(self) -> T_co:
         """Acquire the resource: the subclass's part (see the class docstring)."""
@@ -351,19 +467,8 @@ class Resource(Generic[T_co]):
         msg = f"{type(self).__name__} defines no _release()"
         raise NotImplementedError(msg)
 
-    def _block_raised(self, exc: BaseException) -> None:
-        """Called by the exit of a block that raised *exc*, before the release."""
-
     def _collecting(self) -> None:
         """Called by the collection finalizer, before it releases."""
-
-    def _release_copy(self) -> None:
-        """Release this process's copy, in a process forked inside the block.
-
-        Called, instead of ``_release``, by the end of the block, ``close()`` and
-        the collection finalizer in a process other than the one that acquired.
-        By default it releases nothing (see the class docstring).
-        """
 
     def __enter__(self) -> T_co:
         if self._state is not NEW:
@@ -384,8 +489,8 @@ class Resource(Generic[T_co]):
         traceback: TracebackType | None,
     ) -> None:
         if self._state is not OPEN:  # not held, or not by this process
-            if self._state in HELD:
-                self._exit_elsewhere(exc)
+            if self._held_here(exc):  # still acquiring
+                self._finish_block(exc)
             return
         if exc is not None:
             self._block_raised(exc)
@@ -397,59 +502,24 @@ class Resource(Generic[T_co]):
         else:
             self._state = CLOSED
 
-    def _exit_elsewhere(self, exc: BaseException | None) -> None:
-        """The end of a block in a forked child (or of one still acquiring)."""
-        if self._acquired_elsewhere():
-            self._disown(exc)
-            return
+    def _finish_block(self, exc: BaseException | None) -> None:
+        """The end of a block that ``__exit__`` left off its hot path."""
         if exc is not None:
             self._block_raised(exc)
         self._finish(exc, succeeded=exc is None)
 
-    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
-        try:
-            state = self._state
-        except AttributeError:  # __init__ failed before Resource.__init__ ran
-            return
-        if state in HELD:
-            if self._acquired_elsewhere():  # a copy in a forked child: no leak
-                self._disown(None)
-                return
-            self._collecting()
-            message = f"unclosed {self!r}"  # named as it was while held
-            try:
-                self._finish(None, succeeded=False)
-            finally:  # released first: with warnings as errors the warning raises
-                _warn(message, ResourceWarning, stacklevel=2, source=self)
-
-    @property
-    def closed(self) -> bool:
-        """Whether the resource has been released."""
-        return self._state == CLOSED
+    def _release_at_collection(self) -> str:
+        self._collecting()
+        self._finish(None, succeeded=False)
+        return ""
 
     def close(self) -> None:
         """Release the resource now; again, or before entry, it does nothing."""
-        if self._state in HELD:
+        if self._held_here(None):
             self._finish(None, succeeded=False)
 
-    def _require(self, value: V | None) -> V:
-        """Return *value*, a piece of the resource, or raise if it is not held."""
-        if value is None or self._state != OPEN:
-            state = _MISUSE.get(self._state, "is closed")
-            raise ClosedResourceError(f"{self!r} {state}")
-        return value
-
-    def _acquired_elsewhere(self) -> bool:
-        """Whether another process acquired what this object holds.
-
-        True in a forked child, for a copy whose state is its parent's ``OPEN``
-        or ``OPENING`` (see ``_forked``).
-        """
-        state = self._state
-        return state in HELD and state is not OPEN and state is not OPENING
-
     def _finish(self, primary: BaseException | None, *, succeeded: bool) -> None:
-        if self._acquired_elsewhere():  # in a process forked inside the block
+        if self._acquired_elsewhere():  # a process forked while _acquire ran
             self._disown(primary)
             return
         try:
@@ -459,14 +529,6 @@ class Resource(Generic[T_co]):
         else:
             self._state = CLOSED
 
-    def _disown(self, primary: BaseException | None) -> None:
-        """Close the object in this process, which did not acquire: its copy only."""
-        self._state = CLOSED  # never retried: the copy is this process's alone
-        try:
-            self._release_copy()
-        except BaseException as error:  # noqa: BLE001 - raise_unless_noted raises it
-            raise_unless_noted(error, self, primary)
-
     def _failed(self, error: BaseException, primary: BaseException | None) -> None:
         """Raise *error*, a failed release, unless it became a note on *primary*."""
         if isinstance(error, Exception):  # an interrupt leaves it to retry
@@ -475,13 +537,14 @@ class Resource(Generic[T_co]):
 
 
 _IDLE_STATES = (NEW, CLOSED, "released")
-_TRACKED: dict[type, None] = {Resource: None}
+_TRACKED: dict[type, None] = {Lifecycle: None}
 
 
 def tracked_resource(cls: TypeT) -> TypeT:
     """Class decorator: let ``testing`` find instances left open.
 
-    Subclasses of ``Resource`` and ``AsyncResource`` are tracked already.  Another
+    Subclasses of ``Lifecycle`` (``Resource``, ``AsyncResource``) are tracked
+    already.  Another
     class must keep its lifecycle in a ``_state`` attribute: ``"new"`` before
     acquisition, ``"closed"`` or ``"released"`` after release, anything else
     (``"open"``, ``"held"``, ...) while it holds its resource.  ``LeakCheck`` and

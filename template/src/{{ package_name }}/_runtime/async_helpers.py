@@ -6,13 +6,12 @@ Only asynchronous code imports this module: it imports ``asyncio`` through
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from . import _resource
 from ._async_resource import AsyncResource
-from ._resource import NEW, tracked_resource
-from .helpers import _CleanupStackBase, _release_call, _ThingAndMethod
+from ._resource import tracked_resource
+from .helpers import _CleanupStackBase, _owned, _ThingAndMethod
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -65,11 +64,11 @@ class AsyncClosingWith(_ThingAndMethod[T], AsyncResource[T]):
     def __init__(
         self, thing: T, method: str = "aclose", /, *args: object, **kwargs: object
     ) -> None:
-        super().__init__()
-        self._thing, self._method = thing, method
-        self._creator = _resource._PID  # owned only in the process that made it
-        # Owned from this store on: before it, dropping the object drops *thing*.
-        self._release_call = _release_call(thing, method, args, kwargs)
+        AsyncResource.__init__(self)
+        # Owned from the last store on: before it, dropping the object drops *thing*.
+        self._thing, self._method, self._creator, self._release_call = _owned(
+            thing, method, args, kwargs
+        )
 
     async def _acquire(self) -> T:
         return self._thing
@@ -83,18 +82,8 @@ class AsyncClosingWith(_ThingAndMethod[T], AsyncResource[T]):
         If the awaiting task is cancelled, the release still completes before
         ``CancelledError`` is re-raised.
         """
-        if self._state == NEW and self._creator == _resource._PID:
-            self._state = _resource.OPEN  # owned: released as a held one is
+        self._own_unentered()
         await AsyncResource.aclose(self)
-
-    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
-        if (
-            getattr(self, "_state", None) == NEW
-            and hasattr(self, "_release_call")
-            and self._creator == _resource._PID
-        ):
-            self._state = _resource.OPEN  # never entered, but owned: a warning
-        AsyncResource.__del__(self, _warn)
 
 
 @tracked_resource

@@ -49,15 +49,18 @@ from typing import (
 from . import _resource
 from ._cleanup import cleanup_outcome
 from ._resource import (
+    CLOSED,
     NEW,
     WAIT_SLICE,
+    Lifecycle,
     Resource,
     deferred_interrupts,
     live_resources,
+    misuse_error,
     record_call,
     tracked_resource,
 )
-from .errors import ClosedResourceError, ReentryError
+from .errors import ReentryError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
@@ -95,9 +98,6 @@ R = TypeVar("R")
 P = ParamSpec("P")
 TypeT = TypeVar("TypeT", bound=type)
 
-_NEW, _OPEN, _CLOSED = "new", "open", "closed"
-_HELD, _RELEASED = "held", "released"
-
 # Closing through a method that is not close()
 
 
@@ -130,18 +130,20 @@ TerminateT = TypeVar("TerminateT", bound=SupportsTerminate)
 ReleaseT = TypeVar("ReleaseT", bound=SupportsRelease)
 
 
-class _ThingAndMethod(Generic[T]):
-    """What ``ClosingWith`` and its async twin share: the object and its method."""
+class _ThingAndMethod(Lifecycle, Generic[T]):
+    """What ``ClosingWith`` and its async twin share: the object and its method.
 
-    __slots__ = ()
+    The object is owned from creation, as ``open()`` owns its file, by the
+    process that made it: the release (``close()`` or ``aclose()``) and the
+    collection finalizer release one never entered as they release one held.
+    """
+
+    __slots__ = ()  # each subclass has its own: they differ in their other base
 
     _thing: T
     _method: str
+    _creator: int
     _release_call: Callable[[], Any]
-    if TYPE_CHECKING:
-
-        @property
-        def closed(self) -> bool: ...
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._thing!r}, {self._method!r})"
@@ -150,18 +152,35 @@ class _ThingAndMethod(Generic[T]):
     def thing(self) -> T:
         """The managed object; raises ``ClosedResourceError`` once it is released."""
         if self.closed:
-            raise ClosedResourceError(f"{self!r} is closed")
+            raise misuse_error(self, CLOSED)
         return self._thing
 
+    def _own_unentered(self) -> None:
+        """Hold the object if it was never entered, to release it as a held one."""
+        if (
+            getattr(self, "_state", None) == NEW
+            and hasattr(self, "_release_call")
+            and self._creator == _resource._PID
+        ):
+            self._state = _resource.OPEN
 
-def _release_call(
-    thing: object, method: str, args: tuple[object, ...], kwargs: dict[str, object]
-) -> Callable[[], Any]:
-    """The call of *thing*'s *method* with *args*; ``TypeError`` if it has none."""
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        self._own_unentered()  # never entered, but owned: released, warned
+        Lifecycle.__del__(self, _warn)
+
+
+def _owned(
+    thing: T, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> tuple[T, str, int, Callable[[], Any]]:
+    """*thing*, *method*, the process that owns them, and the call that releases.
+
+    What ``_ThingAndMethod`` records; the call is *thing*'s *method* with *args*
+    and *kwargs*.  Raises ``TypeError`` if *thing* has no such method.
+    """
     release: object = getattr(thing, method, None)
     if not callable(release):
         raise TypeError(f"{thing!r} has no {method}() method to release it with")
-    return functools.partial(release, *args, **kwargs)
+    return thing, method, _resource._PID, functools.partial(release, *args, **kwargs)
 
 
 class ClosingWith(_ThingAndMethod[T], Resource[T]):
@@ -208,10 +227,10 @@ class ClosingWith(_ThingAndMethod[T], Resource[T]):
         self, thing: T, method: str = "close", /, *args: object, **kwargs: object
     ) -> None:
         Resource.__init__(self)
-        self._thing, self._method = thing, method
-        self._creator = _resource._PID  # owned only in the process that made it
-        # Owned from this store on: before it, dropping the object drops *thing*.
-        self._release_call = _release_call(thing, method, args, kwargs)
+        # Owned from the last store on: before it, dropping the object drops *thing*.
+        self._thing, self._method, self._creator, self._release_call = _owned(
+            thing, method, args, kwargs
+        )
 
     def _acquire(self) -> T:
         return self._thing
@@ -221,18 +240,8 @@ class ClosingWith(_ThingAndMethod[T], Resource[T]):
 
     def close(self) -> None:
         """Call the release method now, before the block too; again, do nothing."""
-        if self._state == NEW and self._creator == _resource._PID:
-            self._state = _resource.OPEN  # owned: released as a held one is
+        self._own_unentered()
         Resource.close(self)
-
-    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
-        if (
-            getattr(self, "_state", None) == NEW
-            and hasattr(self, "_release_call")
-            and self._creator == _resource._PID
-        ):
-            self._state = _resource.OPEN  # never entered, but owned: released, warned
-        Resource.__del__(self, _warn)
 
 
 def shutting_down(thing: ShutdownT) -> ClosingWith[ShutdownT]:
@@ -342,19 +351,19 @@ class _CleanupStackBase:
     its end in one ``send`` (``_run_without_awaiting``).
     """
 
-    __slots__ = ("_cleanups", "_lifecycle")
+    __slots__ = ("_cleanups", "_phase")
 
     def __init__(self) -> None:
         self._cleanups: list[tuple[object, _ExitFunction, bool, int]] = []
-        self._lifecycle = _NEW
+        self._phase = NEW  # Lifecycle's states: NEW, then OPEN, then CLOSED
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} with {len(self._cleanups)} pending cleanup(s)>"
 
     @property
     def _state(self) -> str:
-        """What ``live_resources`` reads: open only while cleanups are pending."""
-        return _OPEN if self._cleanups else _CLOSED
+        """What ``live_resources`` reads: held only while cleanups are pending."""
+        return _resource.OPEN if self._cleanups else CLOSED
 
     def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
         cleanups = getattr(self, "_cleanups", None)
@@ -424,13 +433,13 @@ class _CleanupStackBase:
         return stack
 
     def _open(self) -> None:
-        if self._lifecycle != _NEW:
+        if self._phase != NEW:
             raise ReentryError(self)
-        self._lifecycle = _OPEN
+        self._phase = _resource.OPEN
 
     def _check_open(self) -> None:
-        if self._lifecycle == _CLOSED:
-            raise ClosedResourceError(f"{self!r} is closed")
+        if self._phase == CLOSED:
+            raise misuse_error(self, CLOSED)
 
     def _unwind_now(self, exc: BaseException | None) -> bool:
         """Run the cleanups, all synchronous, to their end (``_aunwind``)."""
@@ -441,7 +450,7 @@ class _CleanupStackBase:
             unwinding.close()  # not started if an interrupt came first: no warning
 
     async def _aunwind(self, exc: BaseException | None) -> bool:
-        self._lifecycle = _CLOSED
+        self._phase = CLOSED
         primary = exc
         failures: list[tuple[object, BaseException]] = []
         while self._cleanups:
@@ -618,7 +627,7 @@ class ContextGroup(Generic[T_co]):
     def closed(self) -> bool:
         """Whether the members have been released (false before the block)."""
         stack = self._stack
-        return stack is not None and stack._lifecycle == _CLOSED and not stack._cleanups
+        return stack is not None and stack._phase == CLOSED and not stack._cleanups
 
     def close(self) -> None:
         """Release the members still held; again, or before entry, it does nothing."""

@@ -533,16 +533,28 @@ def _running_threads() -> list[threading.Thread]:
     ]
 
 
+_LOOP_EXECUTOR_KNOWN = sys.version_info < (3, 15)
+"""Whether ``_loop_executor_threads`` reads asyncio's private attributes: a loop
+keeps its default executor in ``_default_executor``, a ``ThreadPoolExecutor``
+whose workers are in ``_threads``, on every Python from 3.11 to 3.14
+(``tests/test_runtime_internals.py`` of the template checks each)."""
+
+
 def _loop_executor_threads() -> set[int | None]:
     """The idents of the workers of this thread's running loop's default executor.
 
-    They live as long as the loop, like a cache; asyncio keeps the executor in a
-    private attribute, read defensively.
+    They live as long as the loop, like a cache.  asyncio keeps the executor in a
+    private attribute, read defensively where it was checked; on a later Python
+    the threads named as asyncio names those workers (``asyncio_0``, ...) stand
+    in for them.
     """
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return set()
+    if not _LOOP_EXECUTOR_KNOWN:
+        named = (t for t in threading.enumerate() if t.name.startswith("asyncio_"))
+        return {thread.ident for thread in named}
     executor = getattr(loop, "_default_executor", None)
     return {thread.ident for thread in getattr(executor, "_threads", ())}
 
