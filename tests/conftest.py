@@ -419,7 +419,16 @@ def dev_environment(found: Path, project: Path, root: Path) -> Path:
     group's packages.
     """
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
-    group = sorted(pyproject["dependency-groups"]["dev"])
+    return environment_of(found, pyproject["dependency-groups"]["dev"], root)
+
+
+def environment_of(found: Path, requirements: list[str], root: Path) -> Path:
+    """The Python of a virtual environment of *found* with *requirements* installed.
+
+    Made once in *root*, under a lock, and keyed by the interpreter and the
+    requirements (``dev_environment``).
+    """
+    group = sorted(requirements)
     digest = hashlib.sha256("\n".join([str(found), *group]).encode()).hexdigest()[:16]
     venv = root / f"venv-{version_of(found)}-{digest}"
     python = venv / "bin" / "python"
