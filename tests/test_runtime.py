@@ -12,17 +12,23 @@ them all.
 from __future__ import annotations
 
 import ast
-import os
 import re
 import subprocess
 import sys
-import tomllib
 from typing import TYPE_CHECKING
 
 import jinja2
 import pytest
 
-from tests.conftest import BIN, _shared_root, environment_of, tool_env
+from tests.conftest import (
+    BIN,
+    RUNTIME_SUITE,
+    _shared_root,
+    environment_of,
+    runtime_suite_env,
+    runtime_suite_requirements,
+    tool_env,
+)
 from tests.matrix import (
     PYTHON_VERSIONS,
     ROOT,
@@ -82,11 +88,6 @@ def test_runtime_module_is_plain_python_importing_only_itself(module: str) -> No
     assert outside == []
 
 
-RUNTIME_SUITE = ROOT / "tests" / "runtime"
-RUNTIME_SUITE_NEEDS = ("pytest", "pytest-timeout", "psutil")
-"""What the runtime's suite needs besides the standard library (``tests/runtime/``)."""
-
-
 def test_runtime_passes_ruff(tmp_path: Path) -> None:
     """``ruff check`` and ``ruff format --check`` with the generated settings.
 
@@ -138,15 +139,6 @@ def test_runtime_passes_mypy_strict(python_version: str, tmp_path: Path) -> None
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def _requirements(names: tuple[str, ...]) -> list[str]:
-    """The requirements of *names* in this repository's dev group (the generated one's)."""
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    group = pyproject["dependency-groups"]["dev"]
-    found = [req for req in group if re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0] in names]
-    assert len(found) == len(names), (names, group)
-    return found
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "python_version", [version for version in PYTHON_VERSIONS if version != RUNTIME_PYTHON]
@@ -165,20 +157,14 @@ def test_runtime_suite_passes_on(
     if found is None:
         pytest.skip(f"Python {python_version} is not installed here")
     root = _shared_root(tmp_path_factory)
-    python = environment_of(found, _requirements(RUNTIME_SUITE_NEEDS), root)
-    # This session's pytest and xdist variables, and its import path, stay here.
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith("PYTEST_") and key != "PYTHONPATH"
-    }
+    python = environment_of(found, runtime_suite_requirements(), root)
     result = subprocess.run(
         [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", str(RUNTIME_SUITE)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
-        env=env,
+        env=runtime_suite_env(),
         timeout=1800,
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]

@@ -26,8 +26,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template"
-RUNTIME = TEMPLATE / "src" / "{{ package_name }}" / "_runtime"
-"""The runtime's folder in the template, which every render copies byte for byte."""
+RUNTIME = Path(
+    os.environ.get("RUNTIME_UNDER_TEST") or TEMPLATE / "src" / "{{ package_name }}" / "_runtime"
+)
+"""The runtime's folder in the template, which every render copies byte for byte,
+or a copy named by ``RUNTIME_UNDER_TEST`` (``tests/mutation_check.py`` mutates one)."""
 
 
 def _link_runtime() -> None:
