@@ -7,7 +7,7 @@ resource module's mutants are made in a project rendered with every resource (an
 asyncio variants), and run against its own generated test file.  The runtime's
 mutants are made in a copy of ``template/src/{{ package_name }}/_runtime/`` and
 run against the runtime's own suite (``tests/runtime/``): ``test_helpers.py`` for
-``helpers`` and ``async_helpers``, ``test_testing.py`` for ``testing``, and the
+``helpers`` and ``async_helpers``, ``test_testing.py`` for the toolkit, and the
 whole suite for the contract core (``_resource`` and ``_async_resource``).  A
 mutant is *caught* when the tests fail (or hang past the timeout).
 
@@ -165,7 +165,16 @@ def render(destination: Path, python_min: str = "3.11") -> Path:
     return destination
 
 
-CORE_MODULES = ("_runtime/helpers", "_runtime/async_helpers", "_runtime/testing")
+TOOLKIT_MODULES = (
+    "_runtime/snapshot",
+    "_runtime/leak_check",
+    "_runtime/fd_limit",
+    "_runtime/_faults",
+    "_runtime/conformance",
+    "_runtime/async_conformance",
+)
+"""The leak and contract toolkit (``testing`` names its tools): ``test_testing.py``."""
+CORE_MODULES = ("_runtime/helpers", "_runtime/async_helpers", *TOOLKIT_MODULES)
 """Runtime modules whose mutants are checked after the resources'."""
 CONTRACT_MODULES = ("_runtime/_resource", "_runtime/_async_resource")
 """The contract, which every class shares: the runtime's whole suite covers it."""
@@ -189,6 +198,8 @@ def tests_of(module: str) -> list[str]:
         return [str(RUNTIME_SUITE)]
     if module == "_runtime/async_helpers":
         return [str(RUNTIME_SUITE / "test_helpers.py")]
+    if module in TOOLKIT_MODULES:
+        return [str(RUNTIME_SUITE / "test_testing.py")]
     name = module.rpartition("/")[2]
     if module.startswith(RUNTIME_PREFIX):
         return [str(RUNTIME_SUITE / f"test_{name}.py")]

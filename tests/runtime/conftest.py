@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template"
-RUNTIME = Path(
-    os.environ.get("RUNTIME_UNDER_TEST") or TEMPLATE / "src" / "{{ package_name }}" / "_runtime"
-)
+SHIPPED = TEMPLATE / "src" / "{{ package_name }}" / "_runtime"
+RUNTIME = Path(os.environ.get("RUNTIME_UNDER_TEST") or SHIPPED)
 """The runtime's folder in the template, which every render copies byte for byte,
 or a copy named by ``RUNTIME_UNDER_TEST`` (``tests/mutation_check.py`` mutates one)."""
 
