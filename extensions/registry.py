@@ -133,6 +133,7 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "_async_resource",
     "_cleanup",
     "_faults",
+    "_process",
     "_resource",
     "async_conformance",
     "async_helpers",

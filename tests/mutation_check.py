@@ -166,6 +166,7 @@ def render(destination: Path, python_min: str = "3.11") -> Path:
 
 
 TOOLKIT_MODULES = (
+    "_runtime/_process",
     "_runtime/snapshot",
     "_runtime/leak_check",
     "_runtime/fd_limit",

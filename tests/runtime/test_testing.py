@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import psutil
 import pytest
+from _runtime._process import _asked_connections, _listed_connections, _open_fds
 from _runtime._resource import deferred_interrupts
 from _runtime.async_conformance import _check_cancelled_block
 from _runtime.conformance import _Checker
@@ -38,7 +39,6 @@ from _runtime.helpers import (
     record_call,
     tracked_resource,
 )
-from _runtime.snapshot import _asked_connections, _listed_connections, _open_fds
 from _runtime.testing import (
     ContractError,
     LeakCheck,

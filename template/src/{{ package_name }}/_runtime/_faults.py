@@ -1,4 +1,11 @@
-"""Fault injection: a ``KeyboardInterrupt`` or a failed system call at every point."""
+"""Fault injection: a ``KeyboardInterrupt`` or a failed system call at every point.
+
+A ``_Sweep`` counts the points where the code under test could be interrupted
+(through ``sys.settrace``) or where it calls into the operating system (through
+``sys.setprofile`` and an audit hook), and injects one fault at the n-th; the
+contract checkers (``conformance``, ``async_conformance``) run one sweep per
+point.  The toolkit's own frames are never counted.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +21,7 @@ import threading
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from ._resource import (
-    deferred_interrupts,
-    record_call,
-)
+from ._resource import deferred_interrupts, record_call
 from .snapshot import _TOOLKIT_FILES
 
 if TYPE_CHECKING:

@@ -1,4 +1,10 @@
-"""``check_async_resource``: ``check_resource`` for ``async with`` classes."""
+"""``check_async_resource``: ``check_resource`` for ``async with`` classes.
+
+The same checks through ``async with`` and ``aclose()``, plus asyncio's own
+ways out: a block cancelled at each of its suspension points, by
+``task.cancel()`` and by an expired ``asyncio.timeout()``, must release and let
+the cancellation through (trio's contract for ``aclose()``).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._faults import _resource_warnings_raised
+from ._process import _open_fds, _OrphanAdoption
 from .conformance import (
     _BODY_CHECKS,
     ContractError,
@@ -24,7 +31,6 @@ from .conformance import (
     _swallowed,
 )
 from .errors import ClosedResourceError, ReentryError
-from .snapshot import _open_fds, _OrphanAdoption
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -1,4 +1,12 @@
-"""``check_resource``: attack a context-manager class where the contract can break."""
+"""``check_resource``: attack a context-manager class where the contract can break.
+
+The checks, in turn: the block's exceptions pass through unchanged, every way
+out of the block releases, closing twice is harmless and use after close raises
+``ClosedResourceError``, re-entry raises ``ReentryError``, an object collected
+while held warns, and no interrupt or failed system call leaves anything held
+(``_faults`` injects them; ``snapshot`` tells what is held).  ``_Checker`` holds
+the state that ``async_conformance`` shares.
+"""
 
 from __future__ import annotations
 
@@ -24,15 +32,15 @@ from ._faults import (
     _resource_warnings_raised,
     _Sweep,
 )
-from .errors import ClosedResourceError, ReentryError
-from .snapshot import (
-    ResourceSnapshot,
+from ._process import (
     _fd_is_open,
     _loop_tasks,
     _open_fds,
     _OrphanAdoption,
     _task_description,
 )
+from .errors import ClosedResourceError, ReentryError
+from .snapshot import ResourceSnapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

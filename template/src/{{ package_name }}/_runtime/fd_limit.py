@@ -1,4 +1,10 @@
-"""``run_with_fd_limit``: run a scenario many times under a low descriptor limit."""
+"""``run_with_fd_limit``: run a scenario many times under a low descriptor limit.
+
+The scenario runs in a child forked from multiprocessing's fork server, whose
+``RLIMIT_NOFILE`` is lowered first: a leak ends in ``EMFILE`` or in a descriptor
+count that grew.  The child reports back through a pipe; the parent names how a
+child that never reported ended, and kills one that outlives the timeout.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +18,8 @@ import signal
 import traceback
 from typing import TYPE_CHECKING
 
+from ._process import _describe_fd, _fd_is_open
 from .leak_check import LeakError, _name
-from .snapshot import _describe_fd, _fd_is_open
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -1,4 +1,10 @@
-"""``LeakCheck`` and ``hunt_leaks``: fail a block, or a scenario, that leaks."""
+"""``LeakCheck`` and ``hunt_leaks``: fail a block, or a scenario, that leaks.
+
+Both compare ``ResourceSnapshot``s taken before and after (``snapshot``), give
+what is winding down its time to go, and name every ``ResourceWarning`` the
+garbage collector raised meanwhile; ``hunt_leaks`` also watches memory over
+repeated runs, with ``tracemalloc``.
+"""
 
 from __future__ import annotations
 
@@ -14,14 +20,8 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from .snapshot import (
-    _THREAD_EXIT,
-    _TOOLKIT_FILES,
-    ResourceSnapshot,
-    _Leak,
-    _leaks_between,
-    _OrphanAdoption,
-)
+from ._process import _THREAD_EXIT, _OrphanAdoption
+from .snapshot import _TOOLKIT_FILES, ResourceSnapshot, _Leak, _leaks_between
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

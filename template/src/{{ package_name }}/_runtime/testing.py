@@ -51,7 +51,7 @@ has the whole table.
 at every point where an interrupt or a failed system call could land.
 
 This module names the tools; each lives in a module of its own concern:
-``snapshot`` (what the process holds), ``leak_check`` (``LeakCheck``,
+``_process`` and ``snapshot`` (what the process holds), ``leak_check`` (``LeakCheck``,
 ``hunt_leaks``), ``fd_limit`` (``run_with_fd_limit``), ``conformance`` and
 ``async_conformance`` (the contract checkers, with ``_faults``, the fault
 injection they share).  The pytest plugin is ``pytest_plugin``.
