@@ -74,8 +74,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     multiprocessing.set_forkserver_preload(["pytest", "_runtime", "_runtime.testing"])
+    # Only when the suite runs on its own: the template's session keeps its renders
+    # and environments where it chose, not in memory.
+    alone = config.rootpath == Path(__file__).parent
     chosen = config.option.basetemp is not None or _TEMPROOT in os.environ
-    if not chosen and _roomy(_TMPFS):
+    if alone and not chosen and _roomy(_TMPFS):
         os.environ[_TEMPROOT] = _TMPFS
 
 
