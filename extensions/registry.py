@@ -132,11 +132,18 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "__init__",
     "_async_resource",
     "_cleanup",
+    "_faults",
+    "_process",
     "_resource",
+    "async_conformance",
     "async_helpers",
+    "conformance",
     "errors",
+    "fd_limit",
     "helpers",
+    "leak_check",
     "pytest_plugin",
+    "snapshot",
     "testing",
 )
 """The modules of the runtime, which only ever import each other and the

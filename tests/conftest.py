@@ -8,6 +8,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import secrets
 import select
 import shutil
@@ -352,8 +353,10 @@ def tool_env() -> dict[str, str]:
     return env
 
 
-def run_in(project: Path, command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    """Run *command* in *project* with the tools' environment, capturing its output.
+def run_in(
+    project: Path, command: list[str], timeout: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run *command* in *project* with *env*, or the tools' environment; capture its output.
 
     It runs in a session of its own, killed whole once it ends, times out or is
     interrupted, so that no process it started (a hung test, a spawned child)
@@ -362,7 +365,7 @@ def run_in(project: Path, command: list[str], timeout: float) -> subprocess.Comp
     with subprocess.Popen(
         command,
         cwd=project,
-        env=tool_env(),
+        env=tool_env() if env is None else env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -419,7 +422,47 @@ def dev_environment(found: Path, project: Path, root: Path) -> Path:
     group's packages.
     """
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
-    group = sorted(pyproject["dependency-groups"]["dev"])
+    return environment_of(found, pyproject["dependency-groups"]["dev"], root)
+
+
+RUNTIME_SUITE = ROOT / "tests" / "runtime"
+RUNTIME_SUITE_NEEDS = ("pytest", "pytest-timeout", "psutil")
+"""What the runtime's suite needs besides the standard library (``tests/runtime/``)."""
+
+
+def runtime_suite_requirements() -> list[str]:
+    """``RUNTIME_SUITE_NEEDS`` as this repository's dev group (the generated one's) pins them."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    group = pyproject["dependency-groups"]["dev"]
+    names = RUNTIME_SUITE_NEEDS
+    found = [req for req in group if re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0] in names]
+    assert len(found) == len(names), (names, group)
+    return found
+
+
+def runtime_suite_env(runtime: Path | None = None) -> dict[str, str]:
+    """The environment of a run of the runtime's suite in a process of its own.
+
+    Without this session's pytest and xdist variables, or its import path; with
+    *runtime* as the runtime under test, if given (``tests/runtime/conftest.py``).
+    """
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("PYTEST_") and key != "PYTHONPATH"
+    }
+    if runtime is not None:
+        env["RUNTIME_UNDER_TEST"] = str(runtime)
+    return env
+
+
+def environment_of(found: Path, requirements: list[str], root: Path) -> Path:
+    """The Python of a virtual environment of *found* with *requirements* installed.
+
+    Made once in *root*, under a lock, and keyed by the interpreter and the
+    requirements (``dev_environment``).
+    """
+    group = sorted(requirements)
     digest = hashlib.sha256("\n".join([str(found), *group]).encode()).hexdigest()[:16]
     venv = root / f"venv-{version_of(found)}-{digest}"
     python = venv / "bin" / "python"

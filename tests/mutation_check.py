@@ -1,12 +1,14 @@
-"""Mutation check: do the generated leak tests catch a broken context manager?
+"""Mutation check: do the leak tests catch a broken context manager?
 
-Renders a project with every resource (and asyncio variants), then, one mutant at a
-time, either deletes a single release call (``close()``, ``release()``,
-``kill()``, ...) from a module or makes one ``__exit__``/``__aexit__`` return
-``True`` (swallowing exceptions), and runs the generated tests that cover it: a
-resource module's own test file, ``test_helpers.py`` for ``helpers``,
-``test_testing.py`` for ``testing``, and every test file for the contract core
-(``_runtime/_resource`` and ``_async_resource``), which all classes share.  A
+One mutant at a time, either deletes a single release call (``close()``,
+``release()``, ``kill()``, ...) from a module or makes one ``__exit__``/``__aexit__``
+return ``True`` (swallowing exceptions), and runs the tests that cover it.  A
+resource module's mutants are made in a project rendered with every resource (and
+asyncio variants), and run against its own generated test file.  The runtime's
+mutants are made in a copy of ``template/src/{{ package_name }}/_runtime/`` and
+run against the runtime's own suite (``tests/runtime/``): ``test_helpers.py`` for
+``helpers`` and ``async_helpers``, ``test_testing.py`` for the toolkit, and the
+whole suite for the contract core (``_resource`` and ``_async_resource``).  A
 mutant is *caught* when the tests fail (or hang past the timeout).
 
     uv run python -m tests.mutation_check [--only MODULE] [--timeout 120] [--python 3.12]
@@ -29,8 +31,15 @@ from pathlib import Path
 
 import copier
 
-from tests.conftest import dev_environment, run_in
-from tests.matrix import PACKAGE, ROOT, RUNTIME_PYTHON, find_python, registry
+from tests.conftest import (
+    RUNTIME_SUITE,
+    dev_environment,
+    environment_of,
+    run_in,
+    runtime_suite_env,
+    runtime_suite_requirements,
+)
+from tests.matrix import PACKAGE, ROOT, RUNTIME_PYTHON, TEMPLATE_RUNTIME, find_python, registry
 
 RELEASE_METHODS = frozenset(
     {
@@ -156,26 +165,51 @@ def render(destination: Path, python_min: str = "3.11") -> Path:
     return destination
 
 
-CORE_MODULES = ("_runtime/helpers", "_runtime/async_helpers", "_runtime/testing")
+TOOLKIT_MODULES = (
+    "_runtime/_process",
+    "_runtime/snapshot",
+    "_runtime/leak_check",
+    "_runtime/fd_limit",
+    "_runtime/_faults",
+    "_runtime/conformance",
+    "_runtime/async_conformance",
+)
+"""The leak and contract toolkit (``testing`` names its tools): ``test_testing.py``."""
+CORE_MODULES = ("_runtime/helpers", "_runtime/async_helpers", *TOOLKIT_MODULES)
 """Runtime modules whose mutants are checked after the resources'."""
 CONTRACT_MODULES = ("_runtime/_resource", "_runtime/_async_resource")
-"""The contract, which every class shares: every test file covers it."""
+"""The contract, which every class shares: the runtime's whole suite covers it."""
+RUNTIME_PREFIX = f"{registry.RUNTIME}/"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a module's mutants are written, and how its tests run."""
+
+    src: Path
+    """The folder that holds the module (``<module>.py`` below it)."""
+    cwd: Path
+    python: Path
+    env: dict[str, str] | None
 
 
 def tests_of(module: str) -> list[str]:
-    """The generated test files that cover *module* (a path below the package)."""
+    """The test files that cover *module* (a path below the package)."""
     if module in CONTRACT_MODULES:
-        return ["tests/"]
+        return [str(RUNTIME_SUITE)]
     if module == "_runtime/async_helpers":
-        return ["tests/test_helpers.py"]
-    return [f"tests/test_{module.rpartition('/')[2]}.py"]
+        return [str(RUNTIME_SUITE / "test_helpers.py")]
+    if module in TOOLKIT_MODULES:
+        return [str(RUNTIME_SUITE / "test_testing.py")]
+    name = module.rpartition("/")[2]
+    if module.startswith(RUNTIME_PREFIX):
+        return [str(RUNTIME_SUITE / f"test_{name}.py")]
+    return [f"tests/test_{name}.py"]
 
 
-def run_tests(
-    project: Path, module: str, timeout: float, *, python: Path, baseline: bool = False
-) -> str:
+def run_tests(target: Target, module: str, timeout: float, *, baseline: bool = False) -> str:
     command = [
-        str(python),
+        str(target.python),
         "-m",
         "pytest",
         "-x",
@@ -185,7 +219,7 @@ def run_tests(
         *tests_of(module),
     ]
     try:
-        result = run_in(project, command, timeout)
+        result = run_in(target.cwd, command, timeout, env=target.env)
     except subprocess.TimeoutExpired:
         if baseline:
             sys.exit(f"the unmutated tests of {module} run past {timeout} s")
@@ -211,30 +245,42 @@ def main() -> int:
     if found is None:
         parser.error(f"no Python {options.python} on this machine")
     with tempfile.TemporaryDirectory() as temp:
-        project = render(Path(temp) / "project", options.python)
-        python = found
-        if found != Path(sys.executable):
-            python = dev_environment(found, project, Path(temp))
-        src = project / "src" / PACKAGE
         modules = options.only or [
             *(resource.module for resource in registry.RESOURCES),
             *CORE_MODULES,
             *CONTRACT_MODULES,
         ]
+        targets: dict[bool, Target] = {}
+        if any(module.startswith(RUNTIME_PREFIX) for module in modules):
+            copy = Path(temp) / "runtime" / registry.RUNTIME
+            shutil.copytree(TEMPLATE_RUNTIME, copy, ignore=shutil.ignore_patterns(".*", "__*__"))
+            python = found
+            if found != Path(sys.executable):
+                python = environment_of(found, runtime_suite_requirements(), Path(temp))
+            env = {**runtime_suite_env(copy), "PYTHONDONTWRITEBYTECODE": "1"}
+            targets[True] = Target(copy.parent, ROOT, python, env)
+        if not all(module.startswith(RUNTIME_PREFIX) for module in modules):
+            project = render(Path(temp) / "project", options.python)
+            python = found
+            if found != Path(sys.executable):
+                python = dev_environment(found, project, Path(temp))
+            targets[False] = Target(project / "src" / PACKAGE, project, python, None)
         for module in modules:
-            run_tests(project, module, options.timeout, python=python, baseline=True)
+            run_tests(
+                targets[module.startswith(RUNTIME_PREFIX)], module, options.timeout, baseline=True
+            )
         totals: dict[str, int] = {}
         survivors = []
         for module in modules:
-            path = src / f"{module}.py"
+            target = targets[module.startswith(RUNTIME_PREFIX)]
+            path = target.src / f"{module}.py"
             original = path.read_text(encoding="utf-8")
             for mutant in mutants_of(module, original):
                 path.write_text(mutant.source, encoding="utf-8")
                 started = time.monotonic()
-                outcome = run_tests(project, module, options.timeout, python=python)
+                outcome = run_tests(target, module, options.timeout)
                 elapsed = time.monotonic() - started
                 path.write_text(original, encoding="utf-8")
-                shutil.rmtree(project / "tests" / "__pycache__", ignore_errors=True)
                 totals[outcome.split()[0]] = totals.get(outcome.split()[0], 0) + 1
                 print(
                     f"{outcome:14} {module}.py:{mutant.line} [{mutant.kind}] "

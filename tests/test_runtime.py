@@ -1,9 +1,12 @@
-"""The runtime, checked where it is written: plain Python, linted and strictly typed.
+"""The runtime, checked where it is written: plain Python, linted, strictly typed, tested.
 
 ``template/src/{{ package_name }}/_runtime/`` is copied into every project as it is
 (``test_runtime_is_shipped_verbatim`` in ``tests/test_matrix.py`` compares every
 render with it), so these checks run once here, on every supported Python, with
-the settings of the generated ``pyproject.toml``: no render is needed.
+the settings of the generated ``pyproject.toml``: no render is needed.  Its own
+suite, ``tests/runtime/``, runs in this session on this Python, and here on each
+other supported Python installed (``test_runtime_suite_passes_on``); CI installs
+them all.
 """
 
 from __future__ import annotations
@@ -17,8 +20,23 @@ from typing import TYPE_CHECKING
 import jinja2
 import pytest
 
-from tests.conftest import BIN, tool_env
-from tests.matrix import PYTHON_VERSIONS, ROOT, TEMPLATE_RUNTIME, registry
+from tests.conftest import (
+    BIN,
+    RUNTIME_SUITE,
+    _shared_root,
+    environment_of,
+    runtime_suite_env,
+    runtime_suite_requirements,
+    tool_env,
+)
+from tests.matrix import (
+    PYTHON_VERSIONS,
+    ROOT,
+    RUNTIME_PYTHON,
+    TEMPLATE_RUNTIME,
+    find_python,
+    registry,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -71,14 +89,18 @@ def test_runtime_module_is_plain_python_importing_only_itself(module: str) -> No
 
 
 def test_runtime_passes_ruff(tmp_path: Path) -> None:
-    """``ruff check`` and ``ruff format --check`` with the generated settings."""
+    """``ruff check`` and ``ruff format --check`` with the generated settings.
+
+    The runtime's suite too: it is checked as a project's tests are.
+    """
     config = tmp_path / "pyproject.toml"
     config.write_text(_tool_settings("ruff", ruff_target="py311"), encoding="utf-8")
     failures = []
+    folders = [str(TEMPLATE_RUNTIME.relative_to(ROOT)), str(RUNTIME_SUITE.relative_to(ROOT))]
     for command in (["check"], ["format", "--check"]):
         result = subprocess.run(
-            [str(BIN / "ruff"), *command, "--no-cache", "--config", str(config), "."],
-            cwd=TEMPLATE_RUNTIME,
+            [str(BIN / "ruff"), *command, "--no-cache", "--config", str(config), *folders],
+            cwd=ROOT,
             capture_output=True,
             text=True,
             check=False,
@@ -91,7 +113,10 @@ def test_runtime_passes_ruff(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("python_version", PYTHON_VERSIONS)
 def test_runtime_passes_mypy_strict(python_version: str, tmp_path: Path) -> None:
-    """``mypy --strict`` with the generated settings, for each supported Python."""
+    """``mypy --strict`` with the generated settings, for each supported Python.
+
+    The runtime's suite too, which imports the runtime as ``_runtime``.
+    """
     config = tmp_path / "pyproject.toml"
     config.write_text(_tool_settings("mypy", python_min=python_version), encoding="utf-8")
     result = subprocess.run(
@@ -101,13 +126,44 @@ def test_runtime_passes_mypy_strict(python_version: str, tmp_path: Path) -> None
             str(config),
             "--cache-dir",
             str(tmp_path / "cache"),
-            "-p",
-            registry.RUNTIME,
+            str(TEMPLATE_RUNTIME.relative_to(ROOT)),
+            str(RUNTIME_SUITE.relative_to(ROOT)),
         ],
-        cwd=TEMPLATE_RUNTIME.parent,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
-        env=tool_env(),
+        env={**tool_env(), "MYPYPATH": str(TEMPLATE_RUNTIME.parent)},
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "python_version", [version for version in PYTHON_VERSIONS if version != RUNTIME_PYTHON]
+)
+def test_runtime_suite_passes_on(
+    python_version: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``tests/runtime`` on another supported Python, in an environment of its own.
+
+    This session runs the suite on its own Python.  The suite's own ``pytest.ini``
+    holds a generated project's pytest settings; its ``conftest.py`` imports
+    nothing of the template's harness, so pytest, pytest-timeout and psutil are
+    all it needs.
+    """
+    found = find_python(python_version)
+    if found is None:
+        pytest.skip(f"Python {python_version} is not installed here")
+    root = _shared_root(tmp_path_factory)
+    python = environment_of(found, runtime_suite_requirements(), root)
+    result = subprocess.run(
+        [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", str(RUNTIME_SUITE)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=runtime_suite_env(),
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]

@@ -105,7 +105,7 @@ def test_runtime_internals_hold_on(python_version: str) -> None:
 
 
 def test_the_executor_fallback_is_guarded_like_the_check_above() -> None:
-    """``testing`` reads the loop's private executor on the Pythons checked above."""
+    """The runtime reads the loop's private executor on the Pythons checked above only."""
     guard = "_LOOP_EXECUTOR_KNOWN = sys.version_info < (3, 15)"
     modules = TEMPLATE_RUNTIME.rglob("*.py")
     assert any(guard in module.read_text(encoding="utf-8") for module in modules)

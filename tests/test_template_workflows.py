@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.matrix import ROOT
+from tests.matrix import PYTHON_VERSIONS, ROOT
 from tests.test_generated_ci import PINNED, RELEASE_COMMENT, USES, _load
 
 if TYPE_CHECKING:
@@ -114,6 +114,15 @@ def test_tests_workflow_runs_the_whole_run_in_shards() -> None:
     assert 'python3 -m uv run --resolution "${RESOLUTION}" pytest -m "not slow"' in quick
     # The quick tier runs at both ends of every stated range (tests/test_versions.py).
     assert jobs["quick"]["strategy"]["matrix"]["resolution"] == ["highest", "lowest-direct"]
+    # The runtime's own suite on every supported Python (tests/test_runtime.py).
+    versions = next(
+        step["with"]["python-version"].split()
+        for step in jobs["runtime"]["steps"]
+        if "setup-python" in step.get("uses", "")
+    )
+    assert sorted(versions) == list(PYTHON_VERSIONS)
+    runtime = [step.get("run", "") for step in jobs["runtime"]["steps"]]
+    assert "python3 -m uv run pytest tests/test_runtime.py -k runtime_suite_passes_on" in runtime
     mutation = [step.get("run", "") for step in jobs["mutation"]["steps"]]
     assert "python3 -m uv run python -m tests.mutation_check" in mutation
     assert "schedule" in loaded["on"]

@@ -270,7 +270,7 @@ def test_toggling_async_and_docs(tmp_path: Path, check_project: Callable[[Path],
         kept[module(project, name)] = [user_function(function), f'    "{function}",\n']
     helper = module(project, "helpers")
     kept[helper] = [append_text(helper, user_function("user_helpers_helper"))]
-    for name in ("test_files", "test_locks", "test_helpers", "stress/test_files"):
+    for name in ("test_files", "test_locks", "test_toolkit", "stress/test_files"):
         test_file = project / "tests" / f"{name}.py"
         function = f"{name.replace('/', '_')}_by_user"
         kept[test_file] = [
@@ -617,6 +617,55 @@ def test_update_moves_the_core_into_the_runtime(
     check_project(project)
 
 
+BEFORE_RUNTIME_SUITE = "df28549"
+"""This repository's main while every project still carried the runtime's own tests."""
+
+
+def test_update_leaves_the_runtime_tests_to_the_template(
+    tmp_path: Path, check_project: Callable[[Path], None]
+) -> None:
+    """Path 12: a project made while it carried the runtime's tests updates cleanly.
+
+    ``tests/test_testing.py`` and ``tests/test_helpers.py`` go (Copier deletes a
+    file the template no longer makes), ``tests/test_toolkit.py`` arrives, and the
+    user's code below the markers of ``helpers.py``, ``testing.py`` and a resource
+    module, with the user's own tests of it, merges with no conflict and passes.
+    """
+    skip_unless_in_this_clone(BEFORE_RUNTIME_SUITE)
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v0.1.0", commit=BEFORE_RUNTIME_SUITE)
+    template.release("v0.2.0")
+    project = copy_project(
+        template,
+        tmp_path / "project",
+        "v0.1.0",
+        resources=["file", "sqlite"],
+        async_support=True,
+        docs=False,
+    )
+    tests = project / "tests"
+    runtime_tests = [tests / "test_testing.py", tests / "test_helpers.py"]
+    assert all(path.is_file() for path in runtime_tests)
+    kept: dict[Path, list[str]] = {}
+    own_tests = []
+    for name in ("helpers", "testing", "files"):
+        path = module(project, name)
+        kept[path] = [append_text(path, user_function(f"user_{name}_helper"))]
+        own_tests.append(add_user_test_file(project, name, f"user_{name}_helper"))
+    commit_all(project, "User edits")
+
+    result = update(project, "--defaults")
+
+    assert_merged_cleanly(project, result)
+    assert answers(project)["_commit"] == "v0.2.0"
+    assert [path.name for path in runtime_tests if path.exists()] == []
+    assert (tests / "test_toolkit.py").is_file()
+    assert all(path.is_file() for path in own_tests)
+    assert_user_code_kept(project, kept)
+    commit_all(project, "Update to 0.2.0")
+    check_project(project)
+
+
 CHECKOUT_PIN = "actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1 # v7.0.1"
 """Today's pin of checkout in every generated workflow (one pin per action)."""
 OLDER_CHECKOUT_PIN = "actions/checkout@" + "a" * 40 + " # v6.0.0"
@@ -827,6 +876,7 @@ HONEST_ANSWERS: dict[str, dict[str, object]] = {
 """Answer sets for the update-honesty test: all, the defaults, none, a mix."""
 
 EARLIER_COMMITS = {
+    BEFORE_RUNTIME_SUITE: ["defaults"],
     BEFORE_RUNTIME: list(HONEST_ANSWERS),
     BASELINE: ["every-resource-async-docs", "defaults"],
 }
@@ -869,7 +919,8 @@ def test_an_update_without_edits_equals_a_fresh_render(
     with no edit of its own, is file for file and byte for byte (and mode for
     mode) the project a fresh copy of today's template gives with the same answers:
     an update leaves nothing of the old version behind and misses nothing of the
-    new one.  From ``385f9dc`` (before the core moved into ``_runtime/``) with
+    new one.  From ``df28549`` (before the runtime's tests left the projects) with
+    the defaults, from ``385f9dc`` (before the core moved into ``_runtime/``) with
     four answer sets, from ``62a75d1`` with the defaults.
     """
     if commit not in releases:

@@ -169,7 +169,8 @@ def test_modules_users_extend_end_with_the_code_marker(
     project = renders[render]
     modules = [resource.module for resource in registry.RESOURCES] + ["helpers"]
     paths = [project / "src" / PACKAGE / f"{name}.py" for name in modules]
-    paths += [project / "tests" / f"test_{name}.py" for name in modules]
+    paths += [project / "tests" / f"test_{name}.py" for name in modules[:-1]]
+    paths.append(project / "tests" / "test_toolkit.py")  # helpers' tests are the template's
     stress = project / "tests" / "stress"
     paths += [stress / "conftest.py", stress / "toolkit.py"]
     paths += [stress / f"test_{name}.py" for name in modules[:-1]]

@@ -4,4 +4,9 @@ Maintained by the template: this folder is the same in every project made from i
 and ``copier update`` replaces it.  Change it in the template, not here.  The
 package's own modules (``errors``, ``helpers``, ``testing``, ``pytest_plugin`` and
 one module per resource) import from it; it imports nothing from them.
+
+The contract: ``_resource`` (and ``_async_resource``), ``_cleanup``, ``errors``;
+the helpers: ``helpers``, ``async_helpers``; the test toolkit, named by
+``testing``: ``_process`` and ``snapshot``, ``leak_check``, ``fd_limit``,
+``_faults``, ``conformance``, ``async_conformance``; and ``pytest_plugin``.
 """

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .testing import LeakCheck
+from .leak_check import LeakCheck
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-{% if async_support -%}
 import asyncio
-{% endif -%}
 import contextlib
 import functools
 import gc
@@ -22,40 +20,35 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pytest
-
-import conftest
-{% if async_support -%}
-from {{ package_name }}._runtime._async_resource import AsyncResource, run_in_thread
-{% endif -%}
-from {{ package_name }}._runtime._resource import (
+from _runtime._async_resource import AsyncResource, run_in_thread
+from _runtime._resource import (
     Resource,
     deferred_interrupts,
     join_thread,
 )
-from {{ package_name }}._runtime.helpers import _run_without_awaiting
-from {{ package_name }}.errors import ClosedResourceError, ReentryError
-from {{ package_name }}.helpers import (
+from _runtime.async_helpers import AsyncCleanupStack, AsyncClosingWith
+from _runtime.errors import ClosedResourceError, ReentryError
+from _runtime.helpers import (
     Acquired,
     AcquireRelease,
     Acquisition,
-{%- if async_support %}
-    AsyncCleanupStack,
-    AsyncClosingWith,
-{%- endif %}
     CleanupStack,
     ClosingWith,
     SupportsTimedAcquire,
+    _run_without_awaiting,
     enter_all,
     releasing,
     shutting_down,
     terminating,
 )
-from {{ package_name }}.testing import (
+from _runtime.testing import (
     LeakCheck,
     LeakError,
     check_resource,
     run_with_fd_limit,
 )
+
+from tests.runtime import children
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -342,7 +335,7 @@ def test_a_resource_without_its_methods_names_what_it_lacks() -> None:
         pass
     [note] = raised.value.__notes__  # the release after the failed acquisition
     assert "Unfinished defines no _release()" in note
-{%- if async_support %}
+
 
 
 class AsyncUnfinished(AsyncResource[None]):
@@ -362,7 +355,6 @@ def test_an_async_resource_without_its_methods_names_what_it_lacks() -> None:
     lacking = "AsyncUnfinished defines no _acquire"
     with pytest.raises(NotImplementedError, match=lacking):
         asyncio.run(main())
-{%- endif %}
 
 
 @types.coroutine
@@ -1140,7 +1132,6 @@ def test_acquisition_collected_open_warns_and_releases(tmp_path: Path) -> None:
         gc.collect()
     with pytest.raises(OSError, match="Bad file descriptor"):
         os.fstat(fd)
-{%- if async_support %}
 
 
 def test_a_cancelled_call_in_a_thread_keeps_its_error_as_context() -> None:
@@ -1445,7 +1436,6 @@ def test_async_closing_with_collected_open_warns() -> None:
         assert client.disconnects == 0
 
     asyncio.run(main())
-{%- endif %}
 
 
 def test_acquire_release_scale_under_fd_limit(tmp_path: Path) -> None:
@@ -1471,7 +1461,6 @@ def _called_nothing(thing: _Closable) -> Callable[[object], None]:
         assert thing.calls == [], "the forked child released the parent's object"
 
     return then
-{%- if async_support %}
 
 
 class _AsyncClosable(_Closable):
@@ -1490,11 +1479,11 @@ def test_async_helpers_left_in_a_forked_child_release_nothing_of_the_parents(
         assert calls == ["child"]
 
     async def main() -> None:
-        async with conftest.async_left_in_child(
+        async with children.async_left_in_child(
             AsyncClosingWith(thing), raising=raising, then=_called_nothing(thing)
         ):
             pass
-        async with conftest.async_left_in_child(
+        async with children.async_left_in_child(
             AsyncCleanupStack(),
             raising=raising,
             before=lambda stack: stack.callback(calls.append, "parent"),
@@ -1506,14 +1495,13 @@ def test_async_helpers_left_in_a_forked_child_release_nothing_of_the_parents(
     asyncio.run(main())
     assert thing.calls == ["aclose"]
     assert calls == ["parent"]
-{%- endif %}
 
 
 @pytest.mark.parametrize("raising", [False, True])
 def test_closing_with_left_in_a_forked_child_calls_nothing(raising: bool) -> None:
     thing = _Closable()
     closing = ClosingWith(thing)
-    with conftest.left_in_child(closing, raising=raising, then=_called_nothing(thing)):
+    with children.left_in_child(closing, raising=raising, then=_called_nothing(thing)):
         pass
     assert thing.calls == ["close"]
 
@@ -1523,7 +1511,7 @@ def test_acquisition_left_in_a_forked_child_releases_nothing(raising: bool) -> N
     thing = _Closable()
     acquisition = Acquisition(lambda: thing, _Closable.close)
     then = _called_nothing(thing)
-    with conftest.left_in_child(acquisition, raising=raising, then=then):
+    with children.left_in_child(acquisition, raising=raising, then=then):
         pass
     assert thing.calls == ["close"]
 
@@ -1537,7 +1525,7 @@ def test_closing_with_collected_in_a_forked_child_calls_nothing() -> None:
         held.clear()
         assert thing.calls == []
 
-    conftest.run_in_child(collect)
+    children.run_in_child(collect)
     held[0].close()
     assert thing.calls == ["close"]
 
@@ -1551,7 +1539,7 @@ def test_cleanup_stack_left_in_a_forked_child_runs_only_the_childs_cleanups(
     def then(_: object) -> None:
         assert calls == ["child"]
 
-    with conftest.left_in_child(
+    with children.left_in_child(
         CleanupStack(),
         raising=raising,
         before=lambda stack: stack.callback(calls.append, "parent"),
@@ -1576,7 +1564,7 @@ def test_cleanup_stack_collected_in_a_forked_child_runs_only_the_childs_cleanups
             held.clear()
         assert calls == ["child"]
 
-    conftest.run_in_child(collect)
+    children.run_in_child(collect)
     held[0].close()
     assert calls == ["parent"]
 
@@ -1587,7 +1575,7 @@ def test_context_group_left_in_a_forked_child_releases_no_member(
 ) -> None:
     thing = _Closable()
     group = enter_all(ClosingWith(thing))
-    with conftest.left_in_child(group, raising=raising, then=_called_nothing(thing)):
+    with children.left_in_child(group, raising=raising, then=_called_nothing(thing)):
         pass
     assert thing.calls == ["close"]
 
@@ -1603,7 +1591,7 @@ def test_acquired_left_in_a_forked_child_releases_the_childs_copy_only(
         assert lock.acquire(blocking=False)  # the child's copy, released
 
     acquired = Acquired(lock, timeout=5.0)
-    with conftest.left_in_child(acquired, raising=raising, then=then):
+    with children.left_in_child(acquired, raising=raising, then=then):
         assert not lock.acquire(blocking=False)  # the parent's, still held
     assert lock.acquire(blocking=False)
 
