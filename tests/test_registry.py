@@ -120,6 +120,9 @@ def test_each_resource_has_its_benchmark_scenario(
     assert f'yield "{resource.key}", ' in benchmark, (
         f"benchmarks/overhead.py.jinja has no scenario for {resource.key!r}"
     )
+    assert f"\ndef _{resource.key}(workdir: Path) -> Iterator[Scenario]:\n" in benchmark, (
+        f"_scenarios() calls _{resource.key}(workdir): benchmarks/overhead.py.jinja lacks it"
+    )
 
 
 def test_no_template_file_belongs_to_an_unknown_resource() -> None:
