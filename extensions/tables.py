@@ -29,7 +29,9 @@ README = HERE.parent / "README.md"
 _RESOURCES_HEADER = "| Key | Module | Classes |\n| --- | --- | --- |\n"
 _RESOURCES_ROWS = re.compile(re.escape(_RESOURCES_HEADER) + r"(?:\|.*\n)*")
 _QUESTION_ROW = re.compile(r"^(\| `resources` \| Any of )[^;|]*(;)", re.MULTILINE)
-_CHOICES_MESSAGE = re.compile(r"^(resources: 'redis' is not a choice; the choices are ).*$", re.M)
+_CHOICES_MESSAGE = re.compile(
+    r"^(resources: 'redis' is not a choice; the choices are ).*$", re.MULTILINE
+)
 
 
 def short_title(resource: registry.Resource) -> str:
