@@ -429,6 +429,11 @@ class NamingFilters(Extension):
             pep503_name=pep503_name,
         )
         environment.globals["current_year"] = lambda: str(datetime.date.today().year)
+        # The ``resources`` question's choices, rendered by copier.yml: (label, value)
+        # pairs in registry order (``tojson`` would sort the keys of a mapping).
+        environment.globals["resource_choices"] = [
+            [resource.title, resource.key] for resource in registry.RESOURCES
+        ]
 
 
 class ResourceContext(ContextHook):

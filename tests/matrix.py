@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "extensions"))
 
 import registry as registry  # noqa: E402  (extensions/ is not a package)
+import tables as tables  # noqa: E402  (the repository's lists made from the registry)
 
 import template as template  # noqa: E402  (the Copier extension, for its constants)
 

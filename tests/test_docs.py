@@ -16,11 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import pytest
 import yaml
 
-from tests.matrix import ROOT, registry
-from tests.test_registry import copier_questions
+from tests.matrix import ROOT, registry, tables
+from tests.test_registry import copier_questions, question_choices
 
 DOCS = ROOT / "docs"
 CONFIG = ROOT / "mkdocs.yml"
@@ -36,24 +37,39 @@ def _config() -> dict[str, Any]:
     return loaded
 
 
-def _nav_pages(nav: list[Any]) -> list[str]:
+def _nav_pages(folder: Path = DOCS) -> list[str]:
+    """The pages of the nav, as awesome-nav reads ``.nav.yml`` from *folder* down.
+
+    An entry that names a folder is that folder's own nav; ``"*"`` stands for the
+    folder's other pages, by file name.
+    """
+    loaded = yaml.safe_load((folder / ".nav.yml").read_text(encoding="utf-8"))
+    prefix = folder.relative_to(DOCS).as_posix() + "/" if folder != DOCS else ""
+    named = [next(iter(e.values())) if isinstance(e, dict) else e for e in loaded["nav"]]
     pages: list[str] = []
-    for entry in nav:
-        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
-        pages += _nav_pages(value) if isinstance(value, list) else [value]
+    for entry in named:
+        if entry == "*":
+            rest = sorted(p.name for p in folder.glob("*.md") if p.name not in named)
+            pages += [prefix + name for name in rest]
+        elif (folder / entry).is_dir():
+            pages += _nav_pages(folder / entry)
+        else:
+            pages.append(prefix + entry)
     return pages
-
-
-def _resource_nav() -> list[tuple[str, str]]:
-    """The (label, page) pairs of the nav's Resources section, overview excluded."""
-    section = next(e["Resources"] for e in _config()["nav"] if "Resources" in e)
-    pairs = [next(iter(entry.items())) for entry in section]
-    return [(label, page) for label, page in pairs if page != "resources/index.md"]
 
 
 def _short_title(resource: registry.Resource) -> str:
     """The registry title without its parenthesis: ``Files (managed file, ...)`` -> ``Files``."""
-    return resource.title.split(" (")[0]
+    return tables.short_title(resource)
+
+
+def _rendered(page: Path) -> str:
+    """*page* as the site shows it: its macros rendered if its front matter asks."""
+    text = page.read_text(encoding="utf-8")
+    if not text.startswith("---\nrender_macros: true\n---\n"):
+        return text
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    return environment.from_string(text.split("---\n", 2)[2]).render(**tables.MACROS)
 
 
 def _build(project: Path) -> subprocess.CompletedProcess[str]:
@@ -72,17 +88,34 @@ def _build(project: Path) -> subprocess.CompletedProcess[str]:
 def _copy_site_sources(folder: Path) -> Path:
     shutil.copy2(CONFIG, folder / CONFIG.name)
     shutil.copytree(DOCS, folder / "docs")
+    shutil.copytree(ROOT / "extensions", folder / "extensions", ignore=_CACHES)
     return folder
+
+
+_CACHES = shutil.ignore_patterns("__pycache__")
 
 
 def test_site_builds_strictly(tmp_path: Path) -> None:
     result = _build(_copy_site_sources(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
-    for page in _nav_pages(_config()["nav"]):
+    for page in _nav_pages():
         html = Path(page).with_suffix("") / "index.html"
         if page.endswith("index.md"):
             html = Path(page).parent / "index.html"
         assert (tmp_path / "site" / html).is_file(), f"{page} was not built"
+    # The lists made from the registry are in the built pages, in registry order.
+    built = tmp_path / "site"
+    overview = (built / "resources" / "index.html").read_text(encoding="utf-8")
+    summaries = [overview.find(r.summary) for r in registry.RESOURCES]
+    assert -1 not in summaries, "the overview's table lacks a resource"
+    assert summaries == sorted(summaries), "the overview's table is not in registry order"
+    questions = (built / "questions" / "index.html").read_text(encoding="utf-8")
+    assert ", ".join(f"<code>{r.key}</code>" for r in registry.RESOURCES) in questions
+    nav = [p for p in _nav_pages() if p.startswith("resources/")]
+    for page in nav:
+        assert f'href="./{page.removesuffix("index.md").removesuffix(".md")}' in built.joinpath(
+            "index.html"
+        ).read_text(encoding="utf-8"), f"{page} is not in the built nav"
 
 
 def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
@@ -97,7 +130,8 @@ def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
 
 
 def test_the_nav_lists_every_page_once() -> None:
-    listed = _nav_pages(_config()["nav"])
+    assert "nav" not in _config(), "the nav is docs/.nav.yml (awesome-nav)"
+    listed = _nav_pages()
     assert len(listed) == len(set(listed)), "a page is listed twice in mkdocs.yml's nav"
     present = {path.relative_to(DOCS).as_posix() for path in DOCS.rglob("*.md")}
     assert set(listed) == present
@@ -133,13 +167,14 @@ def test_the_link_check_sees_links() -> None:
 def test_one_resource_page_per_registry_entry() -> None:
     pages = {p.name for p in (DOCS / "resources").glob("*.md")} - {"index.md"}
     assert pages == {f"{resource.key}.md" for resource in registry.RESOURCES}
-    assert _resource_nav() == [
-        (_short_title(resource), f"resources/{resource.key}.md") for resource in registry.RESOURCES
+    assert [p for p in _nav_pages() if p.startswith("resources/")] == [
+        "resources/index.md",
+        *sorted(f"resources/{resource.key}.md" for resource in registry.RESOURCES),
     ]
 
 
 def test_the_resources_overview_lists_every_entry_in_order() -> None:
-    text = (DOCS / "resources" / "index.md").read_text(encoding="utf-8")
+    text = _rendered(DOCS / "resources" / "index.md")
     rows = [line for line in text.splitlines() if re.match(r"\| `[a-z]+` \|", line)]
     assert rows == [
         f"| `{r.key}` | [{_short_title(r)}]({r.key}.md) | `{r.module}` | {r.summary} |"
@@ -166,7 +201,7 @@ def test_resource_page_names_its_answer_module_and_classes(resource: registry.Re
 
 
 def _question_sections() -> dict[str, str]:
-    text = (DOCS / "questions.md").read_text(encoding="utf-8")
+    text = _rendered(DOCS / "questions.md")
     parts = re.split(r"^## `([a-z_]+)`\n", text, flags=re.MULTILINE)
     return dict(zip(parts[1::2], parts[2::2], strict=True))
 
@@ -193,12 +228,11 @@ def test_question_section_states_default_choices_and_conditions(name: str) -> No
     assert default_line is not None, f"{name}: no Default line"
     if "{{" not in default:
         assert default_line[1].startswith(f"`{default}`"), f"{name}: default is {default}"
-    choices = question.get("choices")
-    if choices is None and question["type"] == "bool":
-        choices = [True, False]
-    if choices is not None:
-        values = choices.values() if isinstance(choices, dict) else choices
-        for value in values:
+    pairs = question_choices(name)
+    if pairs is None and question["type"] == "bool":
+        pairs = [("yes", True), ("no", False)]
+    if pairs is not None:
+        for _, value in pairs:
             assert f"`{_as_answer(value)}`" in section, f"{name}: choice {value} not named"
     if "when" in question:
         assert "- **Asked:** only when" in section, f"{name}: asked conditionally"
