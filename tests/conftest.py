@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.families import FamilyChecks
 from tests.matrix import (
     MAIN_BASE,
     ROOT,
@@ -34,7 +35,7 @@ from tests.matrix import (
     shard_of,
 )
 from tests.preloaded import GENERATED_PYTEST_PLUGINS
-from tests.rendering import ProjectFolder, TemplateRenderer, add_capture
+from tests.rendering import ProjectFolder, TemplateRenderer, add_capture, tree_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -291,32 +292,71 @@ def renderers(
     return _renderer
 
 
-@pytest.fixture(scope="session")
-def render(
-    renderers: Callable[[Combination], TemplateRenderer],
-    copier_copy: Callable[[dict[str, Any]], Path],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Callable[[Combination], Path]:
-    """Hold a combination in this worker's project folder (its tests run back to back).
+class HeldRenders:
+    """This worker's project folder, holding one combination at a time.
 
     The combinations of the full matrix proper (every resource subset, ``async_support``
     and ``docs``) come from their base's ``TemplateRenderer``; the few others (each
     license, each newer Python floor) are bases of their own, copied by Copier.
     """
-    folder = ProjectFolder(tmp_path_factory.mktemp("project") / "project")
-    held: dict[Combination, Path] = {}
 
-    def _render(combo: Combination) -> Path:
-        if combo not in held:
-            held.clear()
+    def __init__(
+        self,
+        renderers: Callable[[Combination], TemplateRenderer],
+        copier_copy: Callable[[dict[str, Any]], Path],
+        folder: ProjectFolder,
+    ) -> None:
+        self._renderers = renderers
+        self._copier_copy = copier_copy
+        self._folder = folder
+        self._held: tuple[Combination, Path, dict[str, tuple[bytes, int]]] | None = None
+
+    def __call__(self, combo: Combination) -> Path:
+        """Hold *combo* in the folder (its tests run back to back) and return it."""
+        return self._hold(combo)[0]
+
+    def files(self, combo: Combination) -> dict[str, tuple[bytes, int]]:
+        """*combo*'s files as rendered: path, bytes and permission bits."""
+        return self._hold(combo)[1]
+
+    def _hold(self, combo: Combination) -> tuple[Path, dict[str, tuple[bytes, int]]]:
+        if self._held is None or self._held[0] != combo:
             with spent("render"):  # a base's copier copy counts as "copier copy" too
                 if combo.base() == MAIN_BASE:
-                    held[combo] = folder.hold(renderers(combo).files(combo.answers()))
+                    files = self._renderers(combo).files(combo.answers())
+                    project = self._folder.hold(files)
                 else:
-                    held[combo] = copier_copy(combo.answers())
-        return held[combo]
+                    project = self._copier_copy(combo.answers())
+                    files = tree_of(project)
+            self._held = (combo, project, files)
+        return self._held[1], self._held[2]
 
-    return _render
+
+@pytest.fixture(scope="session")
+def render(
+    renderers: Callable[[Combination], TemplateRenderer],
+    copier_copy: Callable[[dict[str, Any]], Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> HeldRenders:
+    """Render a combination into this worker's project folder (``HeldRenders``)."""
+    folder = ProjectFolder(tmp_path_factory.mktemp("project") / "project")
+    return HeldRenders(renderers, copier_copy, folder)
+
+
+@pytest.fixture(scope="session")
+def families(
+    request: pytest.FixtureRequest,
+    renderers: Callable[[Combination], TemplateRenderer],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> FamilyChecks:
+    """The decomposition of the package checks into the anchors' (``tests/families.py``)."""
+    keys = registry_keys(request.config.getoption("matrix_keys"))
+
+    def files(anchor: Combination) -> dict[str, tuple[bytes, int]]:
+        return renderers(anchor).files(anchor.answers())
+
+    folder = ProjectFolder(tmp_path_factory.mktemp("anchor") / "project")
+    return FamilyChecks(keys, int(os.environ[RENDER_SEED_VARIABLE]), files, folder)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,8 @@ makes a test file's outcome independent of the other resources chosen.
 from __future__ import annotations
 
 import ast
+import contextlib
+import fcntl
 import functools
 import hashlib
 import itertools
@@ -20,9 +22,12 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "extensions"))
@@ -637,8 +642,41 @@ def ruff_keys(project: Path) -> dict[str, str]:
                 for folder in path.parents
                 if folder.is_relative_to(project) and (folder / "__init__.py").is_file()
             ]
+        if path.suffix == ".md":
+            source = b"".join(fenced_lines(source.splitlines(keepends=True)))
         keys[name] = digest(name, source, settings, *first_party, "|", *packages)
     return keys
+
+
+_FENCE_OPENER = re.compile(rb"^(\s*)(`{3,}|~{3,})")
+
+
+def fenced_lines(lines: list[bytes]) -> list[bytes]:
+    """The lines of a Markdown file that ``ruff format`` can read: every fenced block.
+
+    Ruff formats the Python code blocks of Markdown and nothing else of it, so a
+    Markdown file's ruff key is its fenced blocks, and its prose (which lists the
+    chosen resources in the README and the docs) stays out.  The blocks are taken
+    generously, so that they hold every block ruff could see: any line whose
+    text starts with three backticks or tildes opens one (nested in a list, or
+    labelled with anything), and only a line of the same indentation holding the
+    same fence and nothing else closes it (a block never closed runs to the end).
+    ``tests/test_harness.py`` plants misformatted code in each form of block and
+    checks that ruff finds it and that the key changes with it.
+    """
+    kept: list[bytes] = []
+    closing: bytes | None = None
+    for line in lines:
+        if closing is not None:
+            kept.append(line)
+            if line.rstrip(b"\r\n") == closing:
+                closing = None
+            continue
+        opener = _FENCE_OPENER.match(line)
+        if opener:
+            kept.append(line)
+            closing = opener.group(1) + opener.group(2)
+    return kept
 
 
 _INLINE_LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -879,6 +917,18 @@ class CheckLedger:
 
     def passed(self, kind: str, key: str) -> bool:
         return (self.root / kind / key).exists()
+
+    @contextlib.contextmanager
+    def exclusive(self, kind: str, key: str) -> Iterator[None]:
+        """Hold the check of *key* for this process alone.
+
+        Another worker about to run the same check waits, then finds it passed.
+        """
+        directory = self.root / kind
+        directory.mkdir(parents=True, exist_ok=True)
+        with (directory / f".{key}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
 
     def record(self, kind: str, key: str) -> None:
         directory = self.root / kind

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
+from tests.conftest import spent
+from tests.families import in_scope
 from tests.matrix import (
     AUDITED_FILES,
     FORMATTED,
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from tests.conftest import HeldRenders
+    from tests.families import FamilyChecks
     from tests.matrix import CheckLedger
 
     Render = Callable[[Combination], Path]
@@ -93,62 +97,147 @@ def test_runtime_is_shipped_verbatim(combo: Combination, render: Render) -> None
 
 
 def test_lint_and_format(
-    combo: Combination, render: Render, run_tool: RunTool, ledger: CheckLedger
+    combo: Combination,
+    render: HeldRenders,
+    run_tool: RunTool,
+    ledger: CheckLedger,
+    families: FamilyChecks,
 ) -> None:
     """``ruff check`` and ``ruff format --check`` on every file whose key is new."""
     project = render(combo)
+    pending = _ruff_pending(project, ledger)
+    files = render.files(combo)
+    decomposed = [name for name in pending if in_scope(name)]
+    if decomposed and families.decomposes(combo, files):
+        for anchor in families.anchors(combo):
+            with ledger.exclusive("ruff", f"anchor-{anchor.id}"):
+                held = families.hold(anchor)
+                names = [name for name in _ruff_pending(held, ledger) if name in decomposed]
+                _ruff(held, names, run_tool, ledger)
+        _record(ledger, "ruff", ruff_keys(project), decomposed, families)
+        pending = [name for name in pending if name not in decomposed]
+    with families.whole(combo, files):
+        _ruff(project, pending, run_tool, ledger)
+
+
+def _ruff_pending(project: Path, ledger: CheckLedger) -> list[str]:
     keys = ruff_keys(project)
-    pending = sorted(name for name, key in keys.items() if not ledger.passed("ruff", key))
-    if not pending:
+    return sorted(name for name, key in keys.items() if not ledger.passed("ruff", key))
+
+
+def _ruff(project: Path, names: list[str], run_tool: RunTool, ledger: CheckLedger) -> None:
+    """Lint and format-check *names* of *project*, and record their keys."""
+    if not names:
         return
-    linted = [name for name in pending if name.endswith(SOURCES) or name == "pyproject.toml"]
+    keys = ruff_keys(project)
+    linted = [name for name in names if name.endswith(SOURCES) or name == "pyproject.toml"]
     if linted:
         run_tool(project, "ruff", "check", "--no-cache", *linted)
-    formatted = [name for name in pending if name.endswith(FORMATTED)]
+    formatted = [name for name in names if name.endswith(FORMATTED)]
     if formatted:
         run_tool(project, "ruff", "format", "--no-cache", "--check", *formatted)
-    for name in pending:
+    for name in names:
         ledger.record("ruff", keys[name])
+
+
+def _record(
+    ledger: CheckLedger, kind: str, keys: dict[str, str], names: list[str], families: FamilyChecks
+) -> None:
+    """Record *names*' keys as passed by the decomposition (``tests/families.py``)."""
+    for name in names:
+        ledger.record(kind, keys[name])
+    families.decomposed[kind] += len(names)
+    with spent(f"{kind} (from the anchors)"):  # counted in the run's timings
+        pass
 
 
 def test_types_strict(
     combo: Combination,
-    render: Render,
+    render: HeldRenders,
     run_preloaded: RunTool,
     ledger: CheckLedger,
     mypy_caches: Callable[[Combination], Path],
+    families: FamilyChecks,
 ) -> None:
-    """``mypy --strict`` once per distinct set of inputs (``mypy_key``, ``mypy_keys_settled``)."""
+    """``mypy --strict`` once per distinct set of inputs (``mypy_key``, ``mypy_keys_settled``),
+    and for a family that is a projection of its anchors, the anchors' runs."""
     project = render(combo)
     settled = mypy_keys_settled(project)  # its own key first
     if ledger.passed("mypy", settled[0]):
         return
-    give_distinct_mtimes(project)
-    run_preloaded(project, "mypy", "--cache-dir", str(mypy_caches(combo)))
-    for key in settled:
-        ledger.record("mypy", key)
+    files = render.files(combo)
+    if families.decomposes(combo, files):
+        for anchor in families.anchors(combo):
+            cache = mypy_caches(anchor).with_name(f"{mypy_caches(anchor).name}-anchors")
+            _mypy(families.hold(anchor), run_preloaded, ledger, cache)
+        _record(ledger, "mypy", {"mypy": settled[0]}, ["mypy"], families)
+        for key in settled[1:]:
+            ledger.record("mypy", key)
+        return
+    with families.whole(combo, files):
+        _mypy(project, run_preloaded, ledger, mypy_caches(combo))
+
+
+def _mypy(project: Path, run_preloaded: RunTool, ledger: CheckLedger, cache: Path) -> None:
+    """Run mypy on *project* unless its key passed, and record what its run settles."""
+    settled = mypy_keys_settled(project)
+    with ledger.exclusive("mypy", settled[0]):
+        if ledger.passed("mypy", settled[0]):
+            return
+        give_distinct_mtimes(project)
+        run_preloaded(project, "mypy", "--cache-dir", str(cache))
+        for key in settled:
+            ledger.record("mypy", key)
 
 
 def test_own_test_suite(
     combo: Combination,
-    render: Render,
+    render: HeldRenders,
     run_preloaded: RunTool,
     ledger: CheckLedger,
     suite_python: Callable[[Combination, Path], Path],
+    families: FamilyChecks,
 ) -> None:
     if combo.python is None:
         pytest.skip(f"Python {combo.python_min} is not installed: checked statically only")
     project = render(combo)
-    python = suite_python(combo, project)
     # A test file's outcome depends on its inputs and on the interpreter's version.
     check = f"pytest-{combo.python_min}"
+    pending = _pytest_pending(project, ledger, check)
+    files = render.files(combo)
+    decomposed = [name for name in pending if "::" not in name]  # docs pages are keyed apart
+    if decomposed and families.decomposes(combo, files):
+        for anchor in families.anchors(combo):
+            with ledger.exclusive(check, f"anchor-{anchor.id}"):
+                held = families.hold(anchor)
+                names = [n for n in _pytest_pending(held, ledger, check) if n in decomposed]
+                _pytest(held, names, run_preloaded, ledger, check, suite_python(anchor, held))
+        _record(ledger, check, keys_of_test_files(project), decomposed, families)
+        pending = [name for name in pending if name not in decomposed]
+    with families.whole(combo, files):
+        _pytest(project, pending, run_preloaded, ledger, check, suite_python(combo, project))
+
+
+def _pytest_pending(project: Path, ledger: CheckLedger, check: str) -> list[str]:
     keys = keys_of_test_files(project)
-    pending = sorted(name for name, key in keys.items() if not ledger.passed(check, key))
-    if not pending:
+    return sorted(name for name, key in keys.items() if not ledger.passed(check, key))
+
+
+def _pytest(
+    project: Path,
+    names: list[str],
+    run_preloaded: RunTool,
+    ledger: CheckLedger,
+    check: str,
+    python: Path,
+) -> None:
+    """Run the test files (or docs pages) *names* of *project*, and record their keys."""
+    if not names:
         return  # every test file ran, with these exact inputs, in another combination
-    tests = pytest_arguments(pending)
+    keys = keys_of_test_files(project)
+    tests = pytest_arguments(names)
     run_preloaded(project, "pytest", "-p", "no:cacheprovider", "-q", *tests, python=python)
-    for name in pending:
+    for name in names:
         ledger.record(check, keys[name])
 
 
