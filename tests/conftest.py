@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.families import FamilyChecks
+from tests.families import Batch, FamilyChecks, sampled_families, split_matrix
 from tests.matrix import (
     MAIN_BASE,
     ROOT,
     CheckLedger,
     Combination,
+    Files,
     family_of,
     full_matrix,
     parse_shard,
@@ -122,14 +123,19 @@ def pytest_report_header() -> str:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "combo" in metafunc.fixturenames:
+    """A test per combination of the sample; in the full matrix, a test per combination
+    that runs the tools, and batches of the others (``split_matrix``)."""
+    if "combo" in metafunc.fixturenames or "batch" in metafunc.fixturenames:
         keys = registry_keys(metafunc.config.getoption("matrix_keys"))
-        full = metafunc.config.getoption("matrix") == "full"
-        matrix = full_matrix(keys) if full else sample_matrix(keys)
-        metafunc.parametrize(
-            "combo",
-            [pytest.param(c, id=c.id) for c in matrix],
-        )
+        if metafunc.config.getoption("matrix") == "full":
+            sampled = sampled_families(keys, int(os.environ[RENDER_SEED_VARIABLE]))
+            alone, batches = split_matrix(full_matrix(keys), keys, sampled)
+        else:
+            alone, batches = sample_matrix(keys), []
+        if "combo" in metafunc.fixturenames:
+            metafunc.parametrize("combo", [pytest.param(c, id=c.id) for c in alone])
+        else:
+            metafunc.parametrize("batch", [pytest.param(b, id=b.id) for b in batches])
 
 
 def matrix_scope(nodeid: str) -> str:
@@ -143,7 +149,9 @@ def matrix_scope(nodeid: str) -> str:
     worker.
     """
     if nodeid.startswith("tests/test_matrix.py::") and nodeid.endswith("]") and "[" in nodeid:
-        return "combinations " + family_of(nodeid[nodeid.index("[") + 1 : -1])
+        parameter = nodeid[nodeid.index("[") + 1 : -1]
+        if not parameter.startswith("batch-"):  # a batch is a unit of its own
+            return "combinations " + family_of(parameter)
     return nodeid
 
 
@@ -203,7 +211,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             order.setdefault(combo, len(order))
 
     def position(item: pytest.Item) -> int:
+        """Other tests first, then the combinations, then the batches (whose anchors,
+        checked by then, they need)."""
         combo = _combo_of(item)
+        callspec = getattr(item, "callspec", None)
+        batch = callspec.params.get("batch") if callspec is not None else None
+        if isinstance(batch, Batch):
+            return len(order) + batch.index
         return -1 if combo is None else order[combo]
 
     items.sort(key=position)
@@ -293,7 +307,8 @@ def renderers(
 
 
 class HeldRenders:
-    """This worker's project folder, holding one combination at a time.
+    """This worker's renders: one combination at a time, in memory, and written to
+    this worker's project folder only when a check runs a tool on it.
 
     The combinations of the full matrix proper (every resource subset, ``async_support``
     and ``docs``) come from their base's ``TemplateRenderer``; the few others (each
@@ -309,27 +324,41 @@ class HeldRenders:
         self._renderers = renderers
         self._copier_copy = copier_copy
         self._folder = folder
-        self._held: tuple[Combination, Path, dict[str, tuple[bytes, int]]] | None = None
+        self._combo: Combination | None = None
+        self._tree: dict[str, tuple[bytes, int]] = {}
+        self._files: Files | None = None
+        self._project: Path | None = None
 
     def __call__(self, combo: Combination) -> Path:
-        """Hold *combo* in the folder (its tests run back to back) and return it."""
-        return self._hold(combo)[0]
+        """*combo*'s project folder (its tests run back to back, and share it)."""
+        self._render(combo)
+        if self._project is None:
+            with spent("render"):
+                self._project = self._folder.hold(self._tree)
+        return self._project
 
-    def files(self, combo: Combination) -> dict[str, tuple[bytes, int]]:
+    def tree(self, combo: Combination) -> dict[str, tuple[bytes, int]]:
         """*combo*'s files as rendered: path, bytes and permission bits."""
-        return self._hold(combo)[1]
+        self._render(combo)
+        return self._tree
 
-    def _hold(self, combo: Combination) -> tuple[Path, dict[str, tuple[bytes, int]]]:
-        if self._held is None or self._held[0] != combo:
-            with spent("render"):  # a base's copier copy counts as "copier copy" too
-                if combo.base() == MAIN_BASE:
-                    files = self._renderers(combo).files(combo.answers())
-                    project = self._folder.hold(files)
-                else:
-                    project = self._copier_copy(combo.answers())
-                    files = tree_of(project)
-            self._held = (combo, project, files)
-        return self._held[1], self._held[2]
+    def files(self, combo: Combination) -> Files:
+        """*combo*'s files, for the checks to read."""
+        self._render(combo)
+        if self._files is None:
+            self._files = Files.of(self._tree)
+        return self._files
+
+    def _render(self, combo: Combination) -> None:
+        if self._combo == combo:
+            return
+        self._combo, self._files, self._project = combo, None, None
+        with spent("render"):  # a base's copier copy counts as "copier copy" too
+            if combo.base() == MAIN_BASE:
+                self._tree = self._renderers(combo).files(combo.answers())
+            else:
+                self._project = self._copier_copy(combo.answers())
+                self._tree = tree_of(self._project)
 
 
 @pytest.fixture(scope="session")

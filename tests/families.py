@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.matrix import MAIN_BASE, Combination, all_subsets
+from tests.matrix import MAIN_BASE, Combination, Files, all_subsets
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -108,6 +108,43 @@ def sampled_families(keys: tuple[str, ...], seed: int) -> frozenset[str]:
         )
         drawn |= set(generator.sample(candidates, min(SAMPLED_FAMILIES, len(candidates))))
     return frozenset(drawn)
+
+
+BATCH_SIZE = 64
+"""Combinations per batch: enough that a test's own cost is small beside its checks'."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Combinations checked in one test, one after the other: those of families whose
+    package checks are their anchors'.  Each gets every check a combination gets."""
+
+    index: int
+    count: int
+    combinations: tuple[Combination, ...]
+
+    @property
+    def id(self) -> str:
+        return f"batch-{self.index + 1:04d}-of-{self.count:04d}"
+
+
+def split_matrix(
+    combos: Sequence[Combination], keys: tuple[str, ...], sampled: frozenset[str]
+) -> tuple[list[Combination], list[Batch]]:
+    """The combinations that get a test each, and batches of the others.
+
+    A test of its own for every anchor, every family sampled to be checked whole,
+    and every combination of another base: they run the tools.  The others, in
+    the matrix's order (a family's docs twin first), are batched.
+    """
+    alone = [c for c in combos if is_anchor(c, keys) or c.family in sampled]
+    rest = [c for c in combos if not (is_anchor(c, keys) or c.family in sampled)]
+    count = -(-len(rest) // BATCH_SIZE)
+    batches = [
+        Batch(index, count, tuple(rest[index * BATCH_SIZE : (index + 1) * BATCH_SIZE]))
+        for index in range(count)
+    ]
+    return alone, batches
 
 
 def _families(keys: tuple[str, ...], async_support: bool) -> list[Combination]:
@@ -262,6 +299,7 @@ class FamilyChecks:
         self._folder = anchor_folder
         self._trees: dict[Combination, Tree] = {}
         self._problems: dict[Combination, list[str]] = {}
+        self._files: dict[Combination, Files] = {}
         self.decomposed = Counter[str]()
         """Checks taken from the anchors, by kind, for the run's summary."""
 
@@ -286,6 +324,12 @@ class FamilyChecks:
     def hold(self, anchor: Combination) -> Path:
         """The anchor's render, in this worker's anchor folder."""
         return self._folder.hold(self._tree(anchor))
+
+    def files(self, anchor: Combination) -> Files:
+        """The anchor's render, in memory."""
+        if anchor not in self._files:
+            self._files[anchor] = Files.of(self._tree(anchor))
+        return self._files[anchor]
 
     def _tree(self, anchor: Combination) -> Tree:
         if anchor not in self._trees:

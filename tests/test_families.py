@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import copy_template
 from tests.families import (
+    BATCH_SIZE,
     SAMPLED_FAMILIES,
     FamilyChecks,
     aligned_lines,
@@ -24,8 +25,9 @@ from tests.families import (
     projected,
     projection_problems,
     sampled_families,
+    split_matrix,
 )
-from tests.matrix import PACKAGE, Combination, all_subsets, registry
+from tests.matrix import PACKAGE, Combination, all_subsets, full_matrix, registry
 from tests.rendering import ProjectFolder, TemplateRenderer, add_capture
 
 if TYPE_CHECKING:
@@ -229,3 +231,20 @@ def test_a_sampled_familys_failure_names_the_premise(tmp_path: Path) -> None:
         checks.whole(combo, tree),
     ):
         pytest.fail("mypy found an error")
+
+
+def test_the_matrix_is_split_into_tests_of_their_own_and_batches() -> None:
+    """Each combination once: the anchors, the sampled families and the other bases
+    alone (they run the tools), every other combination in a batch, twins together."""
+    matrix = full_matrix()
+    sampled = sampled_families(ALL, 3)
+    alone, batches = split_matrix(matrix, ALL, sampled)
+    batched = [combo for batch in batches for combo in batch.combinations]
+    assert sorted(c.id for c in [*alone, *batched]) == sorted(c.id for c in matrix)
+    assert all(is_anchor(c, ALL) or c.family in sampled for c in alone)
+    assert not any(is_anchor(c, ALL) or c.family in sampled for c in batched)
+    assert {c.family for c in batched}.isdisjoint({c.family for c in alone})
+    assert all(len(batch.combinations) <= BATCH_SIZE for batch in batches)
+    assert len({batch.id for batch in batches}) == len(batches)
+    for first, second in zip(batched[::2], batched[1::2], strict=True):
+        assert (first.family, first.docs, second.docs) == (second.family, True, False)
