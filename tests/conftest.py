@@ -19,11 +19,13 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import copier
 import pytest
 
 from tests.families import Batch, FamilyChecks, sampled_families, split_matrix
 from tests.matrix import (
     MAIN_BASE,
+    PACKAGE,
     ROOT,
     CheckLedger,
     Combination,
@@ -229,6 +231,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         left = [item for item, unit in zip(items, units, strict=True) if shards[unit] != index]
         config.hook.pytest_deselected(items=left)
         items[:] = kept
+
+
+def copy_project(
+    template: Path, destination: Path, vcs_ref: str | None = None, **data: Any
+) -> Path:
+    """``copier copy`` in this process, with the defaults but for *data*."""
+    copier.run_copy(
+        str(template),
+        destination,
+        data={"package_name": PACKAGE} | data,
+        defaults=True,
+        unsafe=True,
+        quiet=True,
+        vcs_ref=vcs_ref,
+    )
+    return destination
+
+
+def copy_on_the_command_line(
+    template: Path, destination: Path, *arguments: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``copier copy --trust --defaults`` with *arguments*, as a user runs it."""
+    return subprocess.run(
+        [
+            str(BIN / "copier"),
+            "copy",
+            "--trust",
+            "--defaults",
+            *arguments,
+            str(template),
+            str(destination),
+        ],
+        input="",
+        capture_output=True,
+        text=True,
+        env=tool_env(),
+        check=False,
+        timeout=120,
+        cwd=cwd,
+    )
 
 
 def _shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
