@@ -20,13 +20,17 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import copier
 import pytest
 
+from tests.families import Batch, FamilyChecks, sampled_families, split_matrix
 from tests.matrix import (
     MAIN_BASE,
+    PACKAGE,
     ROOT,
     CheckLedger,
     Combination,
+    Files,
     family_of,
     full_matrix,
     parse_shard,
@@ -35,7 +39,7 @@ from tests.matrix import (
     shard_of,
 )
 from tests.preloaded import GENERATED_PYTEST_PLUGINS
-from tests.rendering import ProjectFolder, TemplateRenderer, add_capture
+from tests.rendering import ProjectFolder, TemplateRenderer, add_capture, tree_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -122,14 +126,19 @@ def pytest_report_header() -> str:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "combo" in metafunc.fixturenames:
+    """A test per combination of the sample; in the full matrix, a test per combination
+    that runs the tools, and batches of the others (``split_matrix``)."""
+    if "combo" in metafunc.fixturenames or "batch" in metafunc.fixturenames:
         keys = registry_keys(metafunc.config.getoption("matrix_keys"))
-        full = metafunc.config.getoption("matrix") == "full"
-        matrix = full_matrix(keys) if full else sample_matrix(keys)
-        metafunc.parametrize(
-            "combo",
-            [pytest.param(c, id=c.id) for c in matrix],
-        )
+        if metafunc.config.getoption("matrix") == "full":
+            sampled = sampled_families(keys, int(os.environ[RENDER_SEED_VARIABLE]))
+            alone, batches = split_matrix(full_matrix(keys), keys, sampled)
+        else:
+            alone, batches = sample_matrix(keys), []
+        if "combo" in metafunc.fixturenames:
+            metafunc.parametrize("combo", [pytest.param(c, id=c.id) for c in alone])
+        else:
+            metafunc.parametrize("batch", [pytest.param(b, id=b.id) for b in batches])
 
 
 def matrix_scope(nodeid: str) -> str:
@@ -143,7 +152,9 @@ def matrix_scope(nodeid: str) -> str:
     worker.
     """
     if nodeid.startswith("tests/test_matrix.py::") and nodeid.endswith("]") and "[" in nodeid:
-        return "combinations " + family_of(nodeid[nodeid.index("[") + 1 : -1])
+        parameter = nodeid[nodeid.index("[") + 1 : -1]
+        if not parameter.startswith("batch-"):  # a batch is a unit of its own
+            return "combinations " + family_of(parameter)
     return nodeid
 
 
@@ -203,7 +214,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             order.setdefault(combo, len(order))
 
     def position(item: pytest.Item) -> int:
+        """Other tests first, then the combinations, then the batches (whose anchors,
+        checked by then, they need)."""
         combo = _combo_of(item)
+        callspec = getattr(item, "callspec", None)
+        batch = callspec.params.get("batch") if callspec is not None else None
+        if isinstance(batch, Batch):
+            return len(order) + batch.index
         return -1 if combo is None else order[combo]
 
     items.sort(key=position)
@@ -215,6 +232,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         left = [item for item, unit in zip(items, units, strict=True) if shards[unit] != index]
         config.hook.pytest_deselected(items=left)
         items[:] = kept
+
+
+def copy_project(
+    template: Path, destination: Path, vcs_ref: str | None = None, **data: Any
+) -> Path:
+    """``copier copy`` in this process, with the defaults but for *data*."""
+    copier.run_copy(
+        str(template),
+        destination,
+        data={"package_name": PACKAGE} | data,
+        defaults=True,
+        unsafe=True,
+        quiet=True,
+        vcs_ref=vcs_ref,
+    )
+    return destination
+
+
+def copy_on_the_command_line(
+    template: Path, destination: Path, *arguments: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``copier copy --trust --defaults`` with *arguments*, as a user runs it."""
+    return subprocess.run(
+        [
+            str(BIN / "copier"),
+            "copy",
+            "--trust",
+            "--defaults",
+            *arguments,
+            str(template),
+            str(destination),
+        ],
+        input="",
+        capture_output=True,
+        text=True,
+        env=tool_env(),
+        check=False,
+        timeout=120,
+        cwd=cwd,
+    )
 
 
 def _shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -292,32 +349,86 @@ def renderers(
     return _renderer
 
 
-@pytest.fixture(scope="session")
-def render(
-    renderers: Callable[[Combination], TemplateRenderer],
-    copier_copy: Callable[[dict[str, Any]], Path],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Callable[[Combination], Path]:
-    """Hold a combination in this worker's project folder (its tests run back to back).
+class HeldRenders:
+    """This worker's renders: one combination at a time, in memory, and written to
+    this worker's project folder only when a check runs a tool on it.
 
     The combinations of the full matrix proper (every resource subset, ``async_support``
     and ``docs``) come from their base's ``TemplateRenderer``; the few others (each
     license, each newer Python floor) are bases of their own, copied by Copier.
     """
+
+    def __init__(
+        self,
+        renderers: Callable[[Combination], TemplateRenderer],
+        copier_copy: Callable[[dict[str, Any]], Path],
+        folder: ProjectFolder,
+    ) -> None:
+        self._renderers = renderers
+        self._copier_copy = copier_copy
+        self._folder = folder
+        self._combo: Combination | None = None
+        self._tree: dict[str, tuple[bytes, int]] = {}
+        self._files: Files | None = None
+        self._project: Path | None = None
+
+    def __call__(self, combo: Combination) -> Path:
+        """*combo*'s project folder (its tests run back to back, and share it)."""
+        self._render(combo)
+        if self._project is None:
+            with spent("render"):
+                self._project = self._folder.hold(self._tree)
+        return self._project
+
+    def tree(self, combo: Combination) -> dict[str, tuple[bytes, int]]:
+        """*combo*'s files as rendered: path, bytes and permission bits."""
+        self._render(combo)
+        return self._tree
+
+    def files(self, combo: Combination) -> Files:
+        """*combo*'s files, for the checks to read."""
+        self._render(combo)
+        if self._files is None:
+            self._files = Files.of(self._tree)
+        return self._files
+
+    def _render(self, combo: Combination) -> None:
+        if self._combo == combo:
+            return
+        self._combo, self._files, self._project = combo, None, None
+        with spent("render"):  # a base's copier copy counts as "copier copy" too
+            if combo.base() == MAIN_BASE:
+                self._tree = self._renderers(combo).files(combo.answers())
+            else:
+                self._project = self._copier_copy(combo.answers())
+                self._tree = tree_of(self._project)
+
+
+@pytest.fixture(scope="session")
+def render(
+    renderers: Callable[[Combination], TemplateRenderer],
+    copier_copy: Callable[[dict[str, Any]], Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> HeldRenders:
+    """Render a combination into this worker's project folder (``HeldRenders``)."""
     folder = ProjectFolder(tmp_path_factory.mktemp("project") / "project")
-    held: dict[Combination, Path] = {}
+    return HeldRenders(renderers, copier_copy, folder)
 
-    def _render(combo: Combination) -> Path:
-        if combo not in held:
-            held.clear()
-            with spent("render"):  # a base's copier copy counts as "copier copy" too
-                if combo.base() == MAIN_BASE:
-                    held[combo] = folder.hold(renderers(combo).files(combo.answers()))
-                else:
-                    held[combo] = copier_copy(combo.answers())
-        return held[combo]
 
-    return _render
+@pytest.fixture(scope="session")
+def families(
+    request: pytest.FixtureRequest,
+    renderers: Callable[[Combination], TemplateRenderer],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> FamilyChecks:
+    """The decomposition of the package checks into the anchors' (``tests/families.py``)."""
+    keys = registry_keys(request.config.getoption("matrix_keys"))
+
+    def files(anchor: Combination) -> dict[str, tuple[bytes, int]]:
+        return renderers(anchor).files(anchor.answers())
+
+    folder = ProjectFolder(tmp_path_factory.mktemp("anchor") / "project")
+    return FamilyChecks(keys, int(os.environ[RENDER_SEED_VARIABLE]), files, folder)
 
 
 @pytest.fixture(scope="session")
@@ -565,7 +676,12 @@ def run_preloaded(
     servers: dict[Path, Preloaded] = {}
 
     def _run(
-        project: Path, tool: str, *args: str, python: Path | None = None, timeout: float = 600
+        project: Path,
+        tool: str,
+        *args: str,
+        python: Path | None = None,
+        timeout: float = 600,
+        passing: tuple[int, ...] = (0,),
     ) -> subprocess.CompletedProcess[str]:
         interpreter = python or Path(sys.executable)
         if interpreter not in servers:
@@ -576,7 +692,7 @@ def run_preloaded(
         kind = tool if tool != "pytest" else f"{tool} (Python {version_of(interpreter)})"
         with spent(kind):
             result = servers[interpreter].run(project, tool, *args, timeout=timeout)
-        if result.returncode != 0:
+        if result.returncode not in passing:
             pytest.fail(
                 f"{tool} {' '.join(args)} ({interpreter}, preloaded) failed in {project} "
                 f"(exit {result.returncode}):\n{result.stdout[-9000:]}",

@@ -11,18 +11,25 @@ makes a test file's outcome independent of the other resources chosen.
 from __future__ import annotations
 
 import ast
+import contextlib
+import fcntl
 import functools
 import hashlib
 import itertools
 import os
+import posixpath
 import re
 import sys
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "extensions"))
@@ -220,6 +227,59 @@ def shard_of(units: list[str], count: int) -> dict[str, int]:
     return {unit: position % count + 1 for position, unit in enumerate(dict.fromkeys(units))}
 
 
+class Files:
+    """A render's files by path, from memory (a render) or a folder.
+
+    The checks read a combination through it: a render that needs no tool is
+    never written to disk.
+    """
+
+    __slots__ = ("_dirs", "_entries", "_names")
+
+    def __init__(self, entries: Mapping[str, bytes]) -> None:
+        self._entries = entries
+        self._names = sorted(entries)
+        self._dirs = {
+            name.rsplit("/", depth)[0]
+            for name in self._names
+            for depth in range(1, name.count("/") + 1)
+        }
+
+    @classmethod
+    def of(cls, source: Path | Files | Mapping[str, tuple[bytes, int]]) -> Files:
+        """*source*'s files: a folder's (read now), or a render's (path: bytes and mode)."""
+        if isinstance(source, Files):
+            return source
+        if isinstance(source, Path):
+            names = [n for n in project_files(source) if not _SKIPPED.intersection(n.split("/"))]
+            return cls({name: (source / name).read_bytes() for name in names})
+        return cls({name: data for name, (data, _) in source.items()})
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+    def read(self, name: str) -> bytes:
+        return self._entries[name]
+
+    def text(self, name: str) -> str:
+        return self._entries[name].decode("utf-8")
+
+    def names(self, folder: str = "", suffix: str = "") -> list[str]:
+        """The files under *folder* (at any depth) whose names end with *suffix*, sorted."""
+        prefix = f"{folder}/" if folder else ""
+        return [name for name in self._names if name.startswith(prefix) and name.endswith(suffix)]
+
+    def is_dir(self, name: str) -> bool:
+        return name in self._dirs
+
+
+_SKIPPED = frozenset({".git", ".venv", "__pycache__", ".pytest_cache"})
+"""Folders of a project on disk that no check reads: git's, an environment, caches."""
+
+Source = Path | Files | Mapping[str, tuple[bytes, int]]
+"""What the checks below read: a project folder, or a render in memory."""
+
+
 def expected_files(combo: Combination) -> set[str]:
     """Every file the render of ``combo`` must contain, and nothing else."""
     files = {
@@ -284,7 +344,7 @@ validate-config`` reads the pre-commit config.
 ZIZMOR_AUDITED = (".github/workflows/", ".github/dependabot.yml", ".pre-commit-config.yaml")
 
 
-def audit_keys(project: Path) -> dict[str, str]:
+def audit_keys(project: Source) -> dict[str, str]:
     """Key each audited file by its own bytes and the schema it is checked against.
 
     That is all the audit reads: ``zizmor --offline --no-config`` audits each input
@@ -293,10 +353,11 @@ def audit_keys(project: Path) -> dict[str, str]:
     package, and ``prek validate-config`` reads only the file it is given.  The
     tools' versions are fixed for a session.
     """
+    files = Files.of(project)
     return {
-        name: digest(name, schema or "", (project / name).read_bytes())
+        name: digest(name, schema or "", files.read(name))
         for name, schema in AUDITED_FILES.items()
-        if (project / name).is_file()
+        if name in files
     }
 
 
@@ -313,17 +374,25 @@ JINJA_LEFTOVER = re.compile(r"\{\{|\}\}|\{%|%\}|\{#|#\}")
 _GHA_EXPRESSION = re.compile(r"\$\{\{[^}]*\}\}")
 
 
-def jinja_leftovers(project: Path) -> list[str]:
+def jinja_leftovers(project: Source) -> list[str]:
     """Lines that still look like Jinja (GitHub Actions ``${{ }}`` expressions excepted)."""
+    files = Files.of(project)
     found = []
-    for name in sorted(project_files(project)):
+    for name in files.names():
         if name.startswith("overrides/"):
             continue  # the docs theme's own Jinja templates
-        text = (project / name).read_text(encoding="utf-8")
-        for number, line in enumerate(text.splitlines(), 1):
-            if JINJA_LEFTOVER.search(_GHA_EXPRESSION.sub("", line)):
-                found.append(f"{name}:{number}: {line.strip()}")
+        found += [f"{name}:{line}" for line in _leftover_lines(files.read(name))]
     return found
+
+
+@functools.cache
+def _leftover_lines(data: bytes) -> tuple[str, ...]:
+    text = data.decode("utf-8")
+    return tuple(
+        f"{number}: {line.strip()}"
+        for number, line in enumerate(text.splitlines(), 1)
+        if JINJA_LEFTOVER.search(_GHA_EXPRESSION.sub("", line))
+    )
 
 
 # -- what the checks depend on ------------------------------------------------------
@@ -332,10 +401,17 @@ def jinja_leftovers(project: Path) -> list[str]:
 def digest(*parts: bytes | str) -> str:
     hasher = hashlib.sha256()
     for part in parts:
-        data = part.encode() if isinstance(part, str) else part
+        data = part.encode() if isinstance(part, str) else _file_digest(part)
         hasher.update(len(data).to_bytes(8, "big"))
         hasher.update(data)
     return hasher.hexdigest()
+
+
+@functools.lru_cache(maxsize=65536)
+def _file_digest(data: bytes) -> bytes:
+    """A file's own digest, once per distinct content: renders share most files'
+    bytes objects, whose hash Python keeps, so a key costs a lookup per file."""
+    return hashlib.sha256(data).digest()
 
 
 def _table(pyproject: dict[str, Any], *keys: str) -> str:
@@ -369,17 +445,22 @@ def _imported_package_modules(source: bytes) -> frozenset[str]:
 
 
 def runtime_files(folder: Path) -> dict[str, bytes]:
-    """The runtime's modules under *folder*, by name, with their bytes."""
-    return {path.name: path.read_bytes() for path in sorted(folder.glob("*.py"))}
+    """The runtime's modules under *folder* (at any depth), by relative path, with their bytes."""
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*.py"))
+        if "__pycache__" not in path.parts
+    }
 
 
-def runtime_digest(project: Path) -> str:
+def runtime_digest(project: Source) -> str:
     """One digest of a render's runtime: every test and page depends on all of it."""
-    files = runtime_files(project / RUNTIME_DIR)
-    return digest(*(part for name, source in files.items() for part in (name, source)))
+    files = Files.of(project)
+    names = files.names(RUNTIME_DIR, ".py")  # the runtime at any depth
+    return digest(*(part for name in names for part in (name, files.read(name))))
 
 
-def keys_of_test_files(project: Path) -> dict[str, str]:
+def keys_of_test_files(project: Source) -> dict[str, str]:
     """Key each test file by everything its outcome can depend on.
 
     That is the test file, ``conftest.py``, the pytest settings and the Python
@@ -397,37 +478,42 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     modules of that folder (its ``__init__.py``, ``conftest.py`` and the
     ``toolkit`` it imports) and the package modules they import.
     """
-    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
-    src = project / "src" / PACKAGE
-    modules = {path.stem: path.read_bytes() for path in sorted(src.glob("*.py"))}
+    files = Files.of(project)
+    pyproject = _pyproject(files.read("pyproject.toml"))
+    modules = _package_modules(files)
     always = [name for name in modules if name in registry.CORE_MODULES]
     shared = digest(
-        (project / "tests" / "conftest.py").read_bytes(),
-        (project / "tests" / "test_update_leftovers.py").read_bytes(),  # conftest imports it
+        files.read("tests/conftest.py"),
+        files.read("tests/test_update_leftovers.py"),  # conftest imports it
         _table(pyproject, "tool", "pytest"),
         _table(pyproject, "project", "requires-python"),
         *(modules[name] for name in always),
-        runtime_digest(project),
+        runtime_digest(files),
     )
     keys: dict[str, str] = {}
-    tests = project / "tests"
-    folders = {folder: _support_modules(folder) for folder in tests.glob("*/")}
-    for test in sorted([*tests.glob("test_*.py"), *tests.glob("*/test_*.py")]):
-        source = test.read_bytes()
+    tests = [name.removeprefix("tests/") for name in files.names("tests", ".py")]
+    folders = {name.split("/")[0] for name in tests if name.count("/") == 1}
+    support = {folder: _support_modules(files, folder) for folder in sorted(folders)}
+    for test in tests:
+        folder, _, file_name = test.rpartition("/")
+        if not file_name.startswith("test_") or test.count("/") > 1:
+            continue
+        source = files.read(f"tests/{test}")
         imported = set(_imported_package_modules(source))
         extra: list[bytes | str] = []
-        if test.parent != tests:
-            support, support_imports = folders[test.parent]
-            extra += support
+        if folder:
+            modules_of_folder, support_imports = support[folder]
+            extra += modules_of_folder
             imported |= support_imports
-        if test.name == "test_package.py" or "__init__" in imported:
+        if file_name == "test_package.py" or "__init__" in imported:
             imported = set(modules)
             # test_package.py also runs the overhead benchmark, and its server child.
-            extra += [path.read_bytes() for path in sorted((project / "benchmarks").glob("*.py"))]
-        if test.name == DOCS_EXAMPLES:
-            keys |= _docs_example_keys(project, shared, source, modules)
+            benchmarks = files.names("benchmarks", ".py")
+            extra += [files.read(name) for name in benchmarks if name.count("/") == 1]
+        if file_name == DOCS_EXAMPLES:
+            keys |= _docs_example_keys(files, shared, source, modules)
             continue
-        keys[test.relative_to(tests).as_posix()] = digest(
+        keys[test] = digest(
             shared,
             source,
             *extra,
@@ -436,17 +522,33 @@ def keys_of_test_files(project: Path) -> dict[str, str]:
     return keys
 
 
-def _support_modules(folder: Path) -> tuple[list[bytes | str], frozenset[str]]:
+def _support_modules(files: Files, folder: str) -> tuple[list[bytes | str], frozenset[str]]:
     """A test folder's modules other than its tests, by name and bytes, and the
     package modules they import."""
     named: list[bytes | str] = []
     imported: set[str] = set()
-    for support in sorted(folder.glob("*.py")):
-        if not support.name.startswith("test_"):
-            source = support.read_bytes()
-            named += [support.name, source]
+    for name in files.names(f"tests/{folder}", ".py"):
+        file_name = name.rsplit("/", 1)[1]
+        if name.count("/") == 2 and not file_name.startswith("test_"):
+            source = files.read(name)
+            named += [file_name, source]
             imported |= _imported_package_modules(source)
     return named, frozenset(imported)
+
+
+def _package_modules(files: Files) -> dict[str, bytes]:
+    """The package's own modules (the runtime's are not), by name, with their bytes."""
+    src = f"src/{PACKAGE}"
+    return {
+        name.removeprefix(f"{src}/").removesuffix(".py"): files.read(name)
+        for name in files.names(src, ".py")
+        if name.count("/") == 2
+    }
+
+
+@functools.lru_cache(maxsize=256)
+def _pyproject(data: bytes) -> dict[str, Any]:
+    return tomllib.loads(data.decode("utf-8"))
 
 
 DOCS_EXAMPLES = "test_docs_examples.py"
@@ -458,6 +560,11 @@ _MARKERS = ("```", "~~~", "<!--", "-->")
 _READS_POSITION = re.compile(
     r"__file__|f_lineno|currentframe|getframeinfo|_getframe|inspect\.stack"
 )
+
+
+@functools.lru_cache(maxsize=4096)
+def _example_skeleton(data: bytes) -> str:
+    return example_skeleton(data.decode("utf-8"))
 
 
 def example_skeleton(text: str) -> str:
@@ -497,7 +604,7 @@ def example_skeleton(text: str) -> str:
 
 
 def _docs_example_keys(
-    project: Path, shared: str, source: bytes, modules: dict[str, bytes]
+    files: Files, shared: str, source: bytes, modules: dict[str, bytes]
 ) -> dict[str, str]:
     """Key the examples of each docs page: ``test_docs_examples.py::PAGE``.
 
@@ -511,14 +618,14 @@ def _docs_example_keys(
     on (*shared*) and the test file (*source*).
     """
     keys: dict[str, str] = {}
-    for page in sorted((project / "docs").rglob("*.md")):
-        text = example_skeleton(page.read_text(encoding="utf-8"))
+    for page in files.names("docs", ".md"):
+        text = _example_skeleton(files.read(page))
         if _READS_POSITION.search(text):
             raise AssertionError(f"{page}: an example reads its own position; key its text")
         imported = {match[1] for match in _PACKAGE_IMPORT.finditer(text)}
         if None in imported:
             imported = set(modules)
-        name = page.relative_to(project / "docs").as_posix()
+        name = page.removeprefix("docs/")
         keys[f"{DOCS_EXAMPLES}::{name}"] = digest(
             shared,
             source,
@@ -545,7 +652,7 @@ def pytest_arguments(names: list[str]) -> list[str]:
     return list(dict.fromkeys(arguments))
 
 
-def mypy_key(project: Path, *, leaving_out: str | None = None) -> str:
+def mypy_key(project: Source, *, leaving_out: str | None = None) -> str:
     """Key a project's ``mypy --strict`` run by everything mypy reads.
 
     That is its settings (``[tool.mypy]``, whose ``python_version`` is the floor)
@@ -556,19 +663,18 @@ def mypy_key(project: Path, *, leaving_out: str | None = None) -> str:
     *leaving_out* (a path relative to the project), the key of the same project
     without that file.
     """
-    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
-    settings = pyproject["tool"]["mypy"]
+    files = Files.of(project)
+    settings = _pyproject(files.read("pyproject.toml"))["tool"]["mypy"]
     folders = sorted({*settings["files"], settings["mypy_path"]})
     parts: list[bytes | str] = [repr(sorted(settings.items()))]
     for folder in folders:
-        for path in sorted((project / folder).rglob("*")):
-            name = path.relative_to(project).as_posix()
-            if path.is_file() and "__pycache__" not in path.parts and name != leaving_out:
-                parts += [name, path.read_bytes()]
+        for name in files.names(folder):
+            if "__pycache__" not in name.split("/") and name != leaving_out:
+                parts += [name, files.read(name)]
     return digest(*parts)
 
 
-def mypy_keys_settled(project: Path) -> list[str]:
+def mypy_keys_settled(project: Source) -> list[str]:
     """The ``mypy_key`` values that a clean ``mypy --strict`` run on *project* settles.
 
     Its own, and for a project with docs, that of its docs-less twin, which is the
@@ -579,9 +685,10 @@ def mypy_keys_settled(project: Path) -> list[str]:
     ``warn_unused_configs`` verdict would depend on the files present).
     ``tests/test_harness.py`` checks each part of this on a render.
     """
-    keys = [mypy_key(project)]
-    if (project / "tests" / DOCS_EXAMPLES).exists():
-        keys.append(mypy_key(project, leaving_out=f"tests/{DOCS_EXAMPLES}"))
+    files = Files.of(project)
+    keys = [mypy_key(files)]
+    if f"tests/{DOCS_EXAMPLES}" in files:
+        keys.append(mypy_key(files, leaving_out=f"tests/{DOCS_EXAMPLES}"))
     return keys
 
 
@@ -602,7 +709,7 @@ FORMATTED = (*SOURCES, ".ipynb", ".md")
 """What ``ruff format`` formats: Python, notebooks, and the code blocks of Markdown."""
 
 
-def ruff_keys(project: Path) -> dict[str, str]:
+def ruff_keys(project: Source) -> dict[str, str]:
     """Key every file ``ruff check`` and ``ruff format`` read, each on its own.
 
     Ruff lints and formats each file by itself: the outcome for a file depends on
@@ -616,30 +723,68 @@ def ruff_keys(project: Path) -> dict[str, str]:
     whose keys are new is then the same as checking the whole tree, which
     ``test_ruff_keys_cover_what_ruff_reads`` compares on one render.
     """
-    pyproject_text = (project / "pyproject.toml").read_text(encoding="utf-8")
-    settings = repr(tomllib.loads(pyproject_text)["tool"]["ruff"])
-    roots = [project / name for name in ("src", "tests")]
-    keys = {"pyproject.toml": digest("pyproject.toml", pyproject_text, settings)}
-    for path in sorted(p for end in FORMATTED for p in project.rglob(f"*{end}")):
-        name = path.relative_to(project).as_posix()
-        source = path.read_bytes()
+    files = Files.of(project)
+    pyproject_bytes = files.read("pyproject.toml")
+    settings = repr(_pyproject(pyproject_bytes)["tool"]["ruff"])
+    roots = ("src", "tests")
+    keys = {"pyproject.toml": digest("pyproject.toml", pyproject_bytes, settings)}
+    for name in files.names():
+        suffix = "." + name.rsplit(".", 1)[-1] if "." in name.rsplit("/", 1)[-1] else ""
+        if suffix not in FORMATTED:
+            continue
+        source = files.read(name)
         first_party: list[str] = []
         packages: list[str] = []
-        if path.suffix in SOURCES:
+        if suffix in SOURCES:
             first_party = sorted(
-                f"{root.name}/{module}"
+                f"{root}/{module}"
                 for module in _top_level_imports(source)
                 for root in roots
-                if (root / module).is_dir()
-                or any((root / f"{module}{end}").is_file() for end in SOURCES)
+                if files.is_dir(f"{root}/{module}")
+                or any(f"{root}/{module}{end}" in files for end in SOURCES)
             )
-            packages = [
-                folder.relative_to(project).as_posix()
-                for folder in path.parents
-                if folder.is_relative_to(project) and (folder / "__init__.py").is_file()
-            ]
+            parents = [name.rsplit("/", depth)[0] for depth in range(1, name.count("/") + 1)]
+            packages = [folder for folder in parents if f"{folder}/__init__.py" in files]
+        if suffix == ".md":
+            source = _fenced(source)
         keys[name] = digest(name, source, settings, *first_party, "|", *packages)
     return keys
+
+
+@functools.lru_cache(maxsize=4096)
+def _fenced(source: bytes) -> bytes:
+    return b"".join(fenced_lines(source.splitlines(keepends=True)))
+
+
+_FENCE_OPENER = re.compile(rb"^(\s*)(`{3,}|~{3,})")
+
+
+def fenced_lines(lines: list[bytes]) -> list[bytes]:
+    """The lines of a Markdown file that ``ruff format`` can read: every fenced block.
+
+    Ruff formats the Python code blocks of Markdown and nothing else of it, so a
+    Markdown file's ruff key is its fenced blocks, and its prose (which lists the
+    chosen resources in the README and the docs) stays out.  The blocks are taken
+    generously, so that they hold every block ruff could see: any line whose
+    text starts with three backticks or tildes opens one (nested in a list, or
+    labelled with anything), and only a line of the same indentation holding the
+    same fence and nothing else closes it (a block never closed runs to the end).
+    ``tests/test_harness.py`` plants misformatted code in each form of block and
+    checks that ruff finds it and that the key changes with it.
+    """
+    kept: list[bytes] = []
+    closing: bytes | None = None
+    for line in lines:
+        if closing is not None:
+            kept.append(line)
+            if line.rstrip(b"\r\n") == closing:
+                closing = None
+            continue
+        opener = _FENCE_OPENER.match(line)
+        if opener:
+            kept.append(line)
+            closing = opener.group(1) + opener.group(2)
+    return kept
 
 
 _INLINE_LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -649,17 +794,24 @@ _INLINE_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 def page_links(page: Path, docs: Path) -> list[tuple[str, str]]:
     """The pages *page* links to, relative to *docs*, each with the anchor it names ('' if none)."""
+    name = page.resolve().relative_to(docs.resolve()).as_posix()
+    return list(_page_links(name, page.read_bytes()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _page_links(name: str, text: bytes) -> tuple[tuple[str, str], ...]:
+    """The links of the page *name* (relative to the docs folder), as ``page_links``."""
     links = []
-    for target in _INLINE_LINK.findall(page.read_text(encoding="utf-8")):
+    folder = name.rsplit("/", 1)[0] if "/" in name else ""
+    for target in _INLINE_LINK.findall(text.decode("utf-8")):
         path, _, anchor = target.partition("#")
         if "://" in path or not path.endswith(".md"):
             continue
-        resolved = (page.parent / path).resolve()
-        links.append((resolved.relative_to(docs.resolve()).as_posix(), anchor))
-    return links
+        links.append((posixpath.normpath(posixpath.join(folder, path)), anchor))
+    return tuple(links)
 
 
-def docs_link_forms_problems(project: Path) -> list[str]:
+def docs_link_forms_problems(project: Source) -> list[str]:
     """Links that ``page_links`` would not see: reference-style, HTML or by identifier.
 
     The docs build's keys (``docs_page_keys``) follow what a page links to, so
@@ -667,21 +819,26 @@ def docs_link_forms_problems(project: Path) -> list[str]:
     cross-reference (``[text][identifier]``) in a page or a docstring would tie a
     page to another page's API that its key does not cover.
     """
-    problems = []
-    forms = {
-        "reference-style link or cross-reference": re.compile(r"\]\[[^\]]*\]|^\[[^\]]+\]:\s", re.M),
-        "HTML link": re.compile(r"<a\s[^>]*href", re.I),
-    }
-    texts = [*(project / "docs").rglob("*.md"), *(project / "src" / PACKAGE).rglob("*.py")]
-    for path in texts:
-        text = path.read_text(encoding="utf-8")
-        for form, pattern in forms.items():
-            if pattern.search(text):
-                problems.append(f"{path.relative_to(project)}: {form}")
+    problems: list[str] = []
+    files = Files.of(project)
+    for name in [*files.names("docs", ".md"), *files.names(f"src/{PACKAGE}", ".py")]:
+        problems += [f"{name}: {form}" for form in _link_forms(files.read(name))]
     return problems
 
 
-def docs_page_keys(project: Path) -> dict[str, str]:
+_LINK_FORMS = {
+    "reference-style link or cross-reference": re.compile(r"\]\[[^\]]*\]|^\[[^\]]+\]:\s", re.M),
+    "HTML link": re.compile(r"<a\s[^>]*href", re.I),
+}
+
+
+@functools.lru_cache(maxsize=4096)
+def _link_forms(data: bytes) -> tuple[str, ...]:
+    text = data.decode("utf-8")
+    return tuple(form for form, pattern in _LINK_FORMS.items() if pattern.search(text))
+
+
+def docs_page_keys(project: Source) -> dict[str, str]:
     """Key each docs page by what its strict build's findings depend on.
 
     That is its text, the site settings, the modules it documents, and the pages
@@ -694,34 +851,38 @@ def docs_page_keys(project: Path) -> dict[str, str]:
     links change with the chosen resources; the test checks them statically on
     every render, so they are left out of the keys.
     """
-    src = project / "src" / PACKAGE
-    docs = project / "docs"
-    config = yaml.safe_load((project / "mkdocs.yml").read_text(encoding="utf-8"))
+    files = Files.of(project)
+    src = f"src/{PACKAGE}"
+    config = dict(_yaml(files.read("mkdocs.yml")))
     config.pop("nav", None)
-    core: list[bytes | str] = [
-        (src / f"{module}.py").read_bytes() for module in registry.CORE_MODULES
-    ]
-    core.append(runtime_digest(project))
-    theme = (project / "overrides" / "main.html").read_bytes()
+    core: list[bytes | str] = [files.read(f"{src}/{module}.py") for module in registry.CORE_MODULES]
+    core.append(runtime_digest(files))
+    theme = files.read("overrides/main.html")
     settings = digest(repr(sorted(config.items())), theme, *core)
     keys: dict[str, str] = {}
-    for page in sorted(docs.rglob("*.md")):
-        text = page.read_text(encoding="utf-8")
-        documented = re.findall(rf"^::: {PACKAGE}\.(\w+)", text, flags=re.MULTILINE)
+    for page in files.names("docs", ".md"):
+        text = files.read(page)
+        documented = re.findall(rf"^::: {PACKAGE}\.(\w+)", text.decode("utf-8"), flags=re.MULTILINE)
         linked: list[bytes | str] = []
-        if page.name != "index.md":
-            for target, anchor in page_links(page, docs):
-                path = docs / target
-                exists = path.is_file()
-                linked += [target, anchor, path.read_bytes() if exists and anchor else str(exists)]
-        keys[page.relative_to(project).as_posix()] = digest(
+        is_index = page.rsplit("/", 1)[-1] == "index.md"
+        if not is_index:
+            for target, anchor in _page_links(page.removeprefix("docs/"), text):
+                path = f"docs/{target}"
+                exists = path in files
+                linked += [target, anchor, files.read(path) if exists and anchor else str(exists)]
+        keys[page] = digest(
             settings,
-            text if page.name != "index.md" else "",
-            *((src / f"{module}.py").read_bytes() for module in documented),
+            text if not is_index else "",
+            *(files.read(f"{src}/{module}.py") for module in documented),
             "links",
             *linked,
         )
     return keys
+
+
+@functools.lru_cache(maxsize=256)
+def _yaml(data: bytes) -> Any:
+    return yaml.safe_load(data.decode("utf-8"))
 
 
 DOCS_STUB = "# Checked elsewhere\n"
@@ -835,9 +996,13 @@ def _pure_statements(body: list[ast.stmt]) -> list[str]:
     return problems
 
 
-def import_purity_problems(module: Path) -> list[str]:
-    """Why importing ``module`` could do more than define names (empty: it cannot)."""
-    return [f"{module.name}: {problem}" for problem in _impure_statements(module.read_bytes())]
+def import_purity_problems(module: Path, source: bytes | None = None) -> list[str]:
+    """Why importing ``module`` could do more than define names (empty: it cannot).
+
+    Its *source*, if given, else the file's.
+    """
+    data = module.read_bytes() if source is None else source
+    return [f"{module.name}: {problem}" for problem in _impure_statements(data)]
 
 
 @functools.cache
@@ -845,9 +1010,12 @@ def _impure_statements(source: bytes) -> tuple[str, ...]:
     return tuple(_pure_statements(ast.parse(source).body))
 
 
-def init_problems(init: Path) -> list[str]:
-    """``__init__.py`` may only import from package modules and define ``__all__``."""
-    return list(_init_problems(init.read_bytes()))
+def init_problems(init: Path, source: bytes | None = None) -> list[str]:
+    """``__init__.py`` may only import from package modules and define ``__all__``.
+
+    Its *source*, if given, else the file's.
+    """
+    return list(_init_problems(init.read_bytes() if source is None else source))
 
 
 @functools.cache
@@ -880,6 +1048,18 @@ class CheckLedger:
 
     def passed(self, kind: str, key: str) -> bool:
         return (self.root / kind / key).exists()
+
+    @contextlib.contextmanager
+    def exclusive(self, kind: str, key: str) -> Iterator[None]:
+        """Hold the check of *key* for this process alone.
+
+        Another worker about to run the same check waits, then finds it passed.
+        """
+        directory = self.root / kind
+        directory.mkdir(parents=True, exist_ok=True)
+        with (directory / f".{key}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
 
     def record(self, kind: str, key: str) -> None:
         directory = self.root / kind

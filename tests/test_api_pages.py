@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-import copier
 import pytest
 
-from tests.matrix import PACKAGE, registry
+from tests.conftest import copy_project
+from tests.matrix import registry
 from tests.test_docs_escaping import Element, parse
 
 if TYPE_CHECKING:
@@ -39,19 +39,8 @@ def site(
     run_tool: Callable[..., subprocess.CompletedProcess[str]],
 ) -> Path:
     project = tmp_path_factory.mktemp("api")
-    copier.run_copy(
-        str(template_snapshot),
-        project,
-        data={
-            "package_name": PACKAGE,
-            "resources": [resource.key for resource in registry.RESOURCES],
-            "async_support": True,
-            "docs": True,
-        },
-        defaults=True,
-        unsafe=True,
-        quiet=True,
-    )
+    every = [resource.key for resource in registry.RESOURCES]
+    copy_project(template_snapshot, project, resources=every, async_support=True, docs=True)
     run_tool(project, "zensical", "build", "--strict")
     return project / "site"
 

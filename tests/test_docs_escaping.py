@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING
 
-import copier
 import pytest
 import yaml
 
-from tests.matrix import PACKAGE
+from tests.conftest import copy_project
 
 if TYPE_CHECKING:
     import subprocess
@@ -125,14 +124,7 @@ def site(
     run_tool: Callable[..., subprocess.CompletedProcess[str]],
 ) -> Path:
     project = tmp_path_factory.mktemp("hostile")
-    copier.run_copy(
-        str(template_snapshot),
-        project,
-        data={"package_name": PACKAGE, "resources": ["file"], "docs": True, **HOSTILE},
-        defaults=True,
-        unsafe=True,
-        quiet=True,
-    )
+    copy_project(template_snapshot, project, resources=["file"], docs=True, **HOSTILE)
     run_tool(project, "zensical", "build", "--strict")
     return project
 

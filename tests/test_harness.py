@@ -497,6 +497,45 @@ def test_ruff_keys_cover_what_ruff_reads(
     assert all(packages[n] != first_party[n] for n in first_party if n.startswith("tests/"))
 
 
+@pytest.mark.parametrize(
+    ("opening", "closing", "indent"),
+    [
+        ("```python", "```", ""),
+        ("```py", "```", ""),
+        ("~~~python", "~~~", ""),
+        ("````python title=example.py", "````", ""),
+        ("```python", "```", "    "),  # in a list item
+    ],
+)
+def test_a_markdown_files_ruff_key_is_its_fenced_blocks(
+    render: Callable[[Combination], Path],
+    run_tool: RunTool,
+    tmp_path: Path,
+    opening: str,
+    closing: str,
+    indent: str,
+) -> None:
+    """The premise of ``fenced_lines``: what ruff formats of a Markdown file is in its key."""
+    project = shutil.copytree(render(Combination(("file",), False, False)), tmp_path / "p")
+    readme = project / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    before = ruff_keys(project)["README.md"]
+    readme.write_text(text.replace("\n\n", "\n\nProse that ruff never reads.\n\n", 3))
+    assert ruff_keys(project)["README.md"] == before, "prose is not in the key"
+
+    def with_block(code: str) -> str:
+        block = f"{indent}{opening}\n{indent}{code}\n{indent}{closing}\n"
+        return f"{text}\n- A list item:\n\n{block}" if indent else f"{text}\n{block}"
+
+    readme.write_text(with_block("x = [1, 2]"), encoding="utf-8")
+    formatted = ruff_keys(project)["README.md"]
+    run_tool(project, "ruff", "format", "--no-cache", "--check", "README.md")
+    readme.write_text(with_block("x=[1,2]"), encoding="utf-8")
+    assert ruff_keys(project)["README.md"] != formatted
+    with pytest.raises(pytest.fail.Exception, match=r"README\.md"):
+        run_tool(project, "ruff", "format", "--no-cache", "--check", "README.md")
+
+
 def test_test_file_keys_change_with_every_input(
     render: Callable[[Combination], Path], tmp_path: Path
 ) -> None:

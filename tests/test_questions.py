@@ -21,7 +21,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from tests.conftest import BIN, tool_env
+from tests.conftest import copy_on_the_command_line, copy_project
 from tests.matrix import PACKAGE, ROOT, registry
 from tests.matrix import template as extension
 
@@ -39,16 +39,7 @@ TRICKY = {
 }
 
 
-def copy(template: Path, destination: Path, **data: Any) -> Path:
-    copier.run_copy(
-        str(template),
-        destination,
-        data={"package_name": PACKAGE} | data,
-        defaults=True,
-        unsafe=True,
-        quiet=True,
-    )
-    return destination
+copy = copy_project
 
 
 @pytest.mark.parametrize(
@@ -95,23 +86,8 @@ def test_bad_answers_are_refused(
 
 
 def test_command_line_refuses_with_the_message(template_snapshot: Path, tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            str(BIN / "copier"),
-            "copy",
-            "--trust",
-            "--defaults",
-            "--data",
-            "package_name=json",
-            str(template_snapshot),
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        env=tool_env(),
-        check=False,
-        timeout=120,
-    )
+    arguments = ("--data", "package_name=json")
+    result = copy_on_the_command_line(template_snapshot, tmp_path / "out", *arguments)
     assert result.returncode != 0
     assert "package_name 'json' would shadow the standard-library module" in result.stderr
 
@@ -159,23 +135,8 @@ def test_command_line_refuses_bad_resources_without_a_traceback(
     template_snapshot: Path, tmp_path: Path, arguments: list[str], message: str
 ) -> None:
     (tmp_path / "answers.yml").write_text("resources: http\n", encoding="utf-8")
-    result = subprocess.run(
-        [
-            str(BIN / "copier"),
-            "copy",
-            "--trust",
-            "--defaults",
-            *arguments,
-            str(template_snapshot),
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        env=tool_env(),
-        check=False,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    out = tmp_path / "out"
+    result = copy_on_the_command_line(template_snapshot, out, *arguments, cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.splitlines()[-1].endswith(message)
     assert "Traceback" not in result.stderr
@@ -193,23 +154,7 @@ def test_copyright_year_or_range_lands_in_the_license(
 def _copy_on_the_command_line(template: Path, destination: Path, *data: str) -> str:
     """Run ``copier copy --defaults`` as a user would; return what it printed."""
     arguments = [arg for item in ("resources=[]", *data) for arg in ("--data", item)]
-    result = subprocess.run(
-        [
-            str(BIN / "copier"),
-            "copy",
-            "--trust",
-            "--defaults",
-            *arguments,
-            str(template),
-            str(destination),
-        ],
-        input="",
-        capture_output=True,
-        text=True,
-        env=tool_env(),
-        check=False,
-        timeout=120,
-    )
+    result = copy_on_the_command_line(template, destination, *arguments)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout + result.stderr
 

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.conftest import RENDER_SEED_VARIABLE
+from tests.families import sampled_families, split_matrix
 from tests.matrix import (
     ROOT,
     family_of,
@@ -72,7 +74,13 @@ def test_shards_of_a_collection_are_disjoint_and_complete() -> None:
     ]
     for first, second in ((0, 1), (0, 2), (1, 2)):
         assert not combos[first] & combos[second]
-    assert len(everything) > 7 * len(full_matrix())
+    # Every combination is in the run: in a test of its own, or in a batch.
+    keys = registry_keys()
+    sampled = sampled_families(keys, int(os.environ[RENDER_SEED_VARIABLE]))
+    alone, batches = split_matrix(full_matrix(), keys, sampled)
+    matrix = {item.split("[")[1][:-1] for item in everything if "test_matrix.py" in item}
+    assert matrix == {combo.id for combo in alone} | {batch.id for batch in batches}
+    assert len(alone) + sum(len(batch.combinations) for batch in batches) == len(full_matrix())
 
 
 @pytest.mark.slow
