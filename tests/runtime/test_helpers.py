@@ -337,7 +337,6 @@ def test_a_resource_without_its_methods_names_what_it_lacks() -> None:
     assert "Unfinished defines no _release()" in note
 
 
-
 class AsyncUnfinished(AsyncResource[None]):
     """An async subclass of the core that writes only its collection release."""
 
@@ -1550,9 +1549,7 @@ def test_cleanup_stack_left_in_a_forked_child_runs_only_the_childs_cleanups(
     assert calls == ["parent"]
 
 
-def test_cleanup_stack_collected_in_a_forked_child_runs_only_the_childs_cleanups() -> (
-    None
-):
+def test_cleanup_stack_collected_in_a_forked_child_runs_only_the_childs_cleanups() -> None:
     calls: list[str] = []
     held = [CleanupStack()]
     held[0].__enter__()
