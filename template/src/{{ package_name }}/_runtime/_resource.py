@@ -56,6 +56,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import warnings
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -87,10 +88,17 @@ NEW, OPENING, OPEN, CLOSED = "new", "opening", "open", "closed"
 HELD = frozenset((OPENING, OPEN))
 """The states in which an object may hold something that must be released (a set:
 one hash probe, where a tuple compares the strings)."""
+RELEASING = "releasing"
+"""The state while one thread runs ``_release``: the claim that keeps a second
+thread (a ``close()`` racing the block's exit) from running it too."""
+
+_RACE_POLL = 0.0005
+"""Seconds between two looks at an object that another thread is releasing."""
 
 _MISUSE = {
     NEW: "was never entered",
     OPENING: "is still acquiring its resource",
+    RELEASING: "is being closed",
     CLOSED: "is closed",
 }
 
@@ -113,8 +121,9 @@ def _forked() -> None:
     ``multiprocessing`` run, and which a C extension calling ``fork()`` itself
     bypasses.
     """
-    global OPENING, OPEN, _PID  # noqa: PLW0603 - what every object compares with
+    global OPENING, OPEN, RELEASING, _PID  # noqa: PLW0603 - what objects compare with
     OPENING, OPEN = OPENING[:1] + OPENING[1:], OPEN[:1] + OPEN[1:]
+    RELEASING = RELEASING[:1] + RELEASING[1:]  # no child waits for a parent's thread
     _PID = os.getpid()
 
 
@@ -383,22 +392,34 @@ class Resource(Generic[T_co]):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._state is not OPEN:  # not held, or not by this process
-            if self._state in HELD:
+        if self._state is not OPEN:  # not held, not by this process, or releasing
+            if self._state in HELD or self._state is RELEASING:
                 self._exit_elsewhere(exc)
             return
         if exc is not None:
             self._block_raised(exc)
         # _finish(exc, succeeded=exc is None), inlined: the hot path
+        if self._state is not OPEN:  # another thread's close() has claimed it
+            self._wait_for_release(exc)
+            return
+        self._state = RELEASING  # the claim: see _finish
         try:
             self._release(succeeded=exc is None)
-        except BaseException as error:  # noqa: BLE001 - _failed re-raises it
-            self._failed(error, exc)
+        except Exception as error:
+            self._state = CLOSED
+            raise_unless_noted(error, self, exc)
+        except BaseException as error:
+            self._state = OPEN  # interrupted: close() or collection runs it again
+            raise_unless_noted(error, self, exc)
         else:
             self._state = CLOSED
 
     def _exit_elsewhere(self, exc: BaseException | None) -> None:
-        """The end of a block in a forked child (or of one still acquiring)."""
+        """The end of a block in a forked child, or of one still acquiring, or
+        whose release another thread's ``close()`` runs."""
+        if self._state is RELEASING:
+            self._wait_for_release(exc)
+            return
         if self._acquired_elsewhere():
             self._disown(exc)
             return
@@ -449,15 +470,46 @@ class Resource(Generic[T_co]):
         return state in HELD and state is not OPEN and state is not OPENING
 
     def _finish(self, primary: BaseException | None, *, succeeded: bool) -> None:
+        """Run ``_release`` once, however many threads call this at the same time.
+
+        The thread that finds the object held marks it ``RELEASING`` and runs
+        ``_release``; one that finds it releasing waits until that release has
+        ended (``_wait_for_release``).  The test and the mark are one step for
+        the other threads: no call and no jump back lies between them, so the
+        interpreter cannot switch threads there (nor raise an interrupt).  The
+        same holds for ``__exit__``'s copy.  A release that an interrupt stopped
+        gives the claim back, to be retried.
+        """
         if self._acquired_elsewhere():  # in a process forked inside the block
             self._disown(primary)
             return
+        claimed = self._state
+        if claimed is not OPEN and claimed is not OPENING:
+            self._wait_for_release(primary)
+            return
+        self._state = RELEASING
         try:
             self._release(succeeded=succeeded)
-        except BaseException as error:  # noqa: BLE001 - _failed re-raises it
-            self._failed(error, primary)
+        except Exception as error:
+            self._state = CLOSED
+            raise_unless_noted(error, self, primary)
+        except BaseException as error:
+            self._state = claimed  # interrupted: close() or collection runs it again
+            raise_unless_noted(error, self, primary)
         else:
             self._state = CLOSED
+
+    def _wait_for_release(self, primary: BaseException | None) -> None:
+        """Wait until another thread's ``_release`` of this object has ended.
+
+        Only a ``close()`` racing the block's exit gets here, so the wait polls
+        rather than cost every release a notification.  If an interrupt stopped
+        that release (it gave the claim back), this thread runs it again.
+        """
+        while self._state is RELEASING:
+            time.sleep(_RACE_POLL)
+        if self._state is OPEN or self._state is OPENING:
+            self._finish(primary, succeeded=False)
 
     def _disown(self, primary: BaseException | None) -> None:
         """Close the object in this process, which did not acquire: its copy only."""
@@ -467,11 +519,6 @@ class Resource(Generic[T_co]):
         except BaseException as error:  # noqa: BLE001 - raise_unless_noted raises it
             raise_unless_noted(error, self, primary)
 
-    def _failed(self, error: BaseException, primary: BaseException | None) -> None:
-        """Raise *error*, a failed release, unless it became a note on *primary*."""
-        if isinstance(error, Exception):  # an interrupt leaves it to retry
-            self._state = CLOSED
-        raise_unless_noted(error, self, primary)
 
 
 _IDLE_STATES = (NEW, CLOSED, "released")
