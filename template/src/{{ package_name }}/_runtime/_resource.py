@@ -405,18 +405,20 @@ class Resource(Generic[T_co]):
         self._state = RELEASING  # the claim: see _finish
         try:
             self._release(succeeded=exc is None)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - raise_unless_noted raises it
             self._state = CLOSED
             raise_unless_noted(error, self, exc)
-        except BaseException as error:
+        except BaseException as error:  # noqa: BLE001 - an interrupt, raised below
             self._state = OPEN  # interrupted: close() or collection runs it again
             raise_unless_noted(error, self, exc)
         else:
             self._state = CLOSED
 
     def _exit_elsewhere(self, exc: BaseException | None) -> None:
-        """The end of a block in a forked child, or of one still acquiring, or
-        whose release another thread's ``close()`` runs."""
+        """End a block held by another process, still acquiring, or releasing.
+
+        Releasing: another thread's ``close()`` runs the release; wait for it.
+        """
         if self._state is RELEASING:
             self._wait_for_release(exc)
             return
@@ -490,10 +492,10 @@ class Resource(Generic[T_co]):
         self._state = RELEASING
         try:
             self._release(succeeded=succeeded)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - raise_unless_noted raises it
             self._state = CLOSED
             raise_unless_noted(error, self, primary)
-        except BaseException as error:
+        except BaseException as error:  # noqa: BLE001 - an interrupt, raised below
             self._state = claimed  # interrupted: close() or collection runs it again
             raise_unless_noted(error, self, primary)
         else:
@@ -518,7 +520,6 @@ class Resource(Generic[T_co]):
             self._release_copy()
         except BaseException as error:  # noqa: BLE001 - raise_unless_noted raises it
             raise_unless_noted(error, self, primary)
-
 
 
 _IDLE_STATES = (NEW, CLOSED, "released")
