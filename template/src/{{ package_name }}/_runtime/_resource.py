@@ -463,7 +463,7 @@ class Resource(Generic[T_co]):
             self._collecting()
             message = f"unclosed {self!r}"  # named as it was while held
             try:
-                self._finish(None, succeeded=False)
+                _finish_in_finalizer(self)
             finally:  # released first: with warnings as errors the warning raises
                 _warn(message, ResourceWarning, stacklevel=2, source=self)
 
@@ -542,6 +542,19 @@ class Resource(Generic[T_co]):
             self._release_copy()
         except BaseException as error:  # noqa: BLE001 - raise_unless_noted raises it
             raise_unless_noted(error, self, primary)
+
+
+def _finish_in_finalizer(resource: Resource[object]) -> None:
+    """Release *resource*, being collected, with signals held back.
+
+    Python drops an exception raised in a finalizer (it reports it to
+    ``sys.unraisablehook``), so an interrupt there would stop the release for
+    good: what it had not closed yet would be left to its own finalizers, and
+    their ``ResourceWarning``.  Held back, the interrupt comes once the
+    release is over, and is dropped as Python drops any finalizer's error.
+    """
+    with deferred_interrupts():
+        resource._finish(None, succeeded=False)
 
 
 _IDLE_STATES = (NEW, CLOSED, "released")
