@@ -55,15 +55,26 @@ import os
 import signal
 import sys
 import threading
+import time
 import warnings
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from ._cleanup import raise_unless_noted
+from ._cleanup import (
+    _RAW_SIGNAL_FUNCTIONS,
+    _get_handler,
+    _set_handler,
+    put_back_handlers,
+    raise_signals,
+    raise_unless_noted,
+    replace_python_handlers,
+)
 from .errors import ClosedResourceError, ReentryError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType, TracebackType
+
+    from ._cleanup import Handler
 
 __all__ = [
     "WAIT_SLICE",
@@ -88,10 +99,17 @@ NEW, OPENING, OPEN, CLOSED = "new", "opening", "open", "closed"
 HELD = frozenset((OPENING, OPEN))
 """The states in which an object may hold something that must be released (a set:
 one hash probe, where a tuple compares the strings)."""
+RELEASING = "releasing"
+"""The state while one thread runs ``_release``: the claim that keeps a second
+thread (a ``close()`` racing the block's exit) from running it too."""
+
+_RACE_POLL = 0.0005
+"""Seconds between two looks at an object that another thread is releasing."""
 
 _MISUSE = {
     NEW: "was never entered",
     OPENING: "is still acquiring its resource",
+    RELEASING: "is being closed",
     CLOSED: "is closed",
 }
 
@@ -114,8 +132,9 @@ def _forked() -> None:
     ``multiprocessing`` run, and which a C extension calling ``fork()`` itself
     bypasses.
     """
-    global OPENING, OPEN, _PID  # noqa: PLW0603 - what every object compares with
+    global OPENING, OPEN, RELEASING, _PID  # noqa: PLW0603 - what objects compare with
     OPENING, OPEN = OPENING[:1] + OPENING[1:], OPEN[:1] + OPEN[1:]
+    RELEASING = RELEASING[:1] + RELEASING[1:]  # no child waits for a parent's thread
     _PID = os.getpid()
 
 
@@ -153,47 +172,37 @@ def record_call(record: list[T], function: Callable[..., T], *args: object) -> T
 
 
 _SIGINT = signal.SIGINT
-_RAW_SIGNAL_FUNCTIONS = sys.version_info < (3, 15)
-"""Whether ``InterruptDeferral`` swaps handlers with ``_signal``'s functions.
-
-``signal.signal`` and ``signal.getsignal`` are wrappers, in Python, of the C
-functions of the private ``_signal`` module, which convert handlers to and from
-enums (9 us a pair).  Every Python from 3.11 to 3.14 has them, with the same
-signatures and results (``tests/test_runtime_internals.py`` checks it on each);
-a later Python gets the public functions until it is checked too."""
-
-if _RAW_SIGNAL_FUNCTIONS:
-    import _signal  # type: ignore[import-not-found]  # no stub
-
-    _get_handler: Callable[[int], object] = _signal.getsignal
-    _set_handler: Callable[[int, object], object] = _signal.signal
-else:  # a Python this runtime was not checked on
-    _get_handler = signal.getsignal
-    _set_handler = signal.signal  # type: ignore[assignment]
-
 WAIT_SLICE = 0.02
 """Seconds: a wait with interrupts deferred goes in slices this long, so that a
 ``KeyboardInterrupt`` comes out between two slices, at most this late."""
 
 
 class InterruptDeferral:
-    """Holds ``KeyboardInterrupt`` back for the length of a ``with`` block.
+    """Holds back, for the length of a ``with`` block, every signal's Python handler.
 
     Python raises ``KeyboardInterrupt`` from its ``SIGINT`` handler, which runs in
-    the main thread at the next point where the interpreter checks for signals.
+    the main thread at the next point where the interpreter checks for signals;
+    any other signal given a Python handler (``signal.signal``) is handled at the
+    same points, and its handler may raise too: a server's ``SIGTERM`` handler
+    raising ``SystemExit``, a ``SIGALRM`` timer raising its own exception.
     ``with deferred_interrupts():`` (the one instance) makes the steps of its block
-    one step for such an interrupt: in the main thread it puts in a handler that
-    only notes the signal, and at the end of the block it puts the previous
-    handler back and, if a signal was noted, calls it.  The ``KeyboardInterrupt``
-    (or whatever that handler does: asyncio's cancels the main task) comes out
-    of the ``with`` statement, once the block has recorded what it acquired.
+    one step for all of them: in the main thread it puts, in place of every
+    Python handler, one that only notes the signal, and at the end of the block
+    it puts the handlers back and calls the first noted signal's (the last frame
+    noted is its argument); the other signals noted are sent again, and Python
+    runs their handlers at its next check, as it runs signals that arrive
+    together.  What a handler raises (or does: asyncio's cancels the main task)
+    comes out of the ``with`` statement, once the block has recorded what it
+    acquired.  Signals whose handler is the default or ignored are left alone:
+    no Python code runs for them.
 
     Blocks nest: only the outermost swaps handlers.  In another thread, or while
-    ``SIGINT`` has no Python handler, a block does nothing, since no
-    ``KeyboardInterrupt`` can be raised there.  A block costs about 0.8 us in the
-    main thread, so it holds only the steps that need it, and never a long wait,
-    which would hold Ctrl-C back as long: a wait runs in slices of
-    ``WAIT_SLICE`` seconds, each in a block of its own.
+    no signal has a Python handler, a block does nothing, since no handler can
+    raise there.  A handler put in place during a block is replaced when it
+    ends.  A block costs about 2.5 us in the main thread (finding the Python
+    handlers among the 60-odd signals is most of it), so it holds only the steps
+    that need it, and never a long wait, which would hold Ctrl-C back as long:
+    a wait runs in slices of ``WAIT_SLICE`` seconds, each in a block of its own.
     """
 
     __slots__ = ("_depth", "_handler", "_main", "_noted", "_previous")
@@ -201,21 +210,21 @@ class InterruptDeferral:
     def __init__(self) -> None:
         self._depth = 0
         self._main = threading.main_thread().ident
-        self._noted: list[FrameType | None] = []
-        self._previous: Callable[[int, FrameType | None], object] | None = None
-        self._handler = self._note  # one object, for deferring() to recognise
+        self._noted: list[tuple[int, FrameType | None]] = []
+        self._previous: dict[int, Handler] | None = None
+        self._handler: Handler = self._note  # one object, for deferring()
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
-        self._noted.append(frame)
+        self._noted.append((signum, frame))
 
     def __enter__(self) -> None:
         if threading.get_ident() != self._main:
             return
-        if self._depth == 0 and callable(_get_handler(_SIGINT)):
+        if self._depth == 0:
             self._noted.clear()  # left by a signal raised as the last block ended
             try:
-                # No check for signals lies between the swap and this store.
-                self._previous = _set_handler(_SIGINT, self._handler)  # type: ignore[assignment]
+                # A signal landing between the swap and this store meets _note.
+                self._previous = replace_python_handlers(self._handler) or None
             except ValueError:  # a subinterpreter: signals are not its business
                 self._main = None
         self._depth += 1
@@ -228,9 +237,17 @@ class InterruptDeferral:
         if self._depth or previous is None:
             return
         self._previous = None
-        _set_handler(_SIGINT, previous)
+        put_back_handlers(previous)
         if self._noted:
-            previous(_SIGINT, self._take_noted())
+            first, *others = self._noted_signals()
+            try:
+                previous[first](first, self._take_noted())
+            finally:
+                raise_signals(others)
+
+    def _noted_signals(self) -> dict[int, None]:
+        """The signals noted, each once, in the order they first arrived."""
+        return dict.fromkeys(signum for signum, _ in self._noted)
 
     def _take_noted(self) -> FrameType | None:
         """The frame of the last signal noted; forget them all.
@@ -240,14 +257,11 @@ class InterruptDeferral:
         every frame below it alive until a garbage collection.
         """
         noted, self._noted = self._noted, []
-        return noted[-1]
+        return noted[-1][1]
 
     def deferring(self) -> bool:
         """Whether a ``SIGINT`` arriving now would be held back (for test tools)."""
-        return (
-            threading.get_ident() == self._main
-            and _get_handler(_SIGINT) is self._handler
-        )
+        return threading.get_ident() == self._main and _get_handler(_SIGINT) is self._handler
 
     def _after_fork(self) -> None:
         """Start afresh in a child process; put back a handler a block replaced.
@@ -257,7 +271,7 @@ class InterruptDeferral:
         """
         previous, self._previous = self._previous, None
         if previous is not None:
-            _set_handler(_SIGINT, previous)
+            put_back_handlers(previous)
         self._depth = 0
         self._main = threading.get_ident()
 
@@ -488,17 +502,23 @@ class Resource(Lifecycle, Generic[T_co]):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._state is not OPEN:  # not held, or not by this process
-            if self._held_here(exc):  # still acquiring
+        if self._state is not OPEN:  # not held, not by this process, or releasing
+            if self._state is RELEASING:  # another thread's close() runs the release
+                self._wait_for_release(exc)
+            elif self._held_here(exc):  # still acquiring
                 self._finish_block(exc)
             return
         if exc is not None:
             self._block_raised(exc)
         # _finish(exc, succeeded=exc is None), inlined: the hot path
+        if self._state is not OPEN:  # another thread's close() has claimed it
+            self._wait_for_release(exc)
+            return
+        self._state = RELEASING  # the claim: see _finish
         try:
             self._release(succeeded=exc is None)
         except BaseException as error:  # noqa: BLE001 - _failed re-raises it
-            self._failed(error, exc)
+            self._failed(error, exc, OPEN)
         else:
             self._state = CLOSED
 
@@ -510,7 +530,7 @@ class Resource(Lifecycle, Generic[T_co]):
 
     def _release_at_collection(self) -> str:
         self._collecting()
-        self._finish(None, succeeded=False)
+        _finish_in_finalizer(self)
         return ""
 
     def close(self) -> None:
@@ -519,21 +539,64 @@ class Resource(Lifecycle, Generic[T_co]):
             self._finish(None, succeeded=False)
 
     def _finish(self, primary: BaseException | None, *, succeeded: bool) -> None:
+        """Run ``_release`` once, however many threads call this at the same time.
+
+        The thread that finds the object held marks it ``RELEASING`` and runs
+        ``_release``; one that finds it releasing waits until that release has
+        ended (``_wait_for_release``).  The test and the mark are one step for
+        the other threads: no call and no jump back lies between them, so the
+        interpreter cannot switch threads there (nor raise an interrupt).  The
+        same holds for ``__exit__``'s copy.  A release that an interrupt stopped
+        gives the claim back, to be retried.
+        """
         if self._acquired_elsewhere():  # a process forked while _acquire ran
             self._disown(primary)
             return
+        claimed = self._state
+        if claimed is not OPEN and claimed is not OPENING:
+            self._wait_for_release(primary)
+            return
+        self._state = RELEASING
         try:
             self._release(succeeded=succeeded)
         except BaseException as error:  # noqa: BLE001 - _failed re-raises it
-            self._failed(error, primary)
+            self._failed(error, primary, claimed)
         else:
             self._state = CLOSED
 
-    def _failed(self, error: BaseException, primary: BaseException | None) -> None:
-        """Raise *error*, a failed release, unless it became a note on *primary*."""
-        if isinstance(error, Exception):  # an interrupt leaves it to retry
-            self._state = CLOSED
+    def _failed(self, error: BaseException, primary: BaseException | None, claimed: str) -> None:
+        """Raise *error*, a failed release, unless it became a note on *primary*.
+
+        An interrupt gives the claim back (the state *claimed* before the release),
+        for ``close()`` or the collection to run the release again.
+        """
+        self._state = CLOSED if isinstance(error, Exception) else claimed
         raise_unless_noted(error, self, primary)
+
+    def _wait_for_release(self, primary: BaseException | None) -> None:
+        """Wait until another thread's ``_release`` of this object has ended.
+
+        Only a ``close()`` racing the block's exit gets here, so the wait polls
+        rather than cost every release a notification.  If an interrupt stopped
+        that release (it gave the claim back), this thread runs it again.
+        """
+        while self._state is RELEASING:
+            time.sleep(_RACE_POLL)
+        if self._state is OPEN or self._state is OPENING:
+            self._finish(primary, succeeded=False)
+
+
+def _finish_in_finalizer(resource: Resource[object]) -> None:
+    """Release *resource*, being collected, with signals held back.
+
+    Python drops an exception raised in a finalizer (it reports it to
+    ``sys.unraisablehook``), so an interrupt there would stop the release for
+    good: what it had not closed yet would be left to its own finalizers, and
+    their ``ResourceWarning``.  Held back, the interrupt comes once the
+    release is over, and is dropped as Python drops any finalizer's error.
+    """
+    with deferred_interrupts():
+        resource._finish(None, succeeded=False)
 
 
 _IDLE_STATES = (NEW, CLOSED, "released")
