@@ -28,14 +28,15 @@ CHECK = textwrap.dedent(
     import sys
     import threading
 
-    from _runtime import _resource
+    from _runtime import _cleanup, _resource
 
     # _signal: what InterruptDeferral swaps handlers with.
-    assert _resource._RAW_SIGNAL_FUNCTIONS is (sys.version_info < (3, 15))
+    assert _cleanup._RAW_SIGNAL_FUNCTIONS is (sys.version_info < (3, 15))
     import _signal
 
-    assert _resource._get_handler is _signal.getsignal
-    assert _resource._set_handler is _signal.signal
+    assert _resource._get_handler is _cleanup._get_handler is _signal.getsignal
+    assert _cleanup._set_handler is _signal.signal
+    assert _cleanup._raise_signal is _signal.raise_signal
     def handler(signum, frame):
         raise AssertionError("not deferred")
     before = signal.getsignal(signal.SIGINT)

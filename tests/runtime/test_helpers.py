@@ -1549,7 +1549,9 @@ def test_cleanup_stack_left_in_a_forked_child_runs_only_the_childs_cleanups(
     assert calls == ["parent"]
 
 
-def test_cleanup_stack_collected_in_a_forked_child_runs_only_the_childs_cleanups() -> None:
+def test_cleanup_stack_collected_in_a_forked_child_runs_only_the_childs_cleanups() -> (
+    None
+):
     calls: list[str] = []
     held = [CleanupStack()]
     held[0].__enter__()

@@ -77,7 +77,9 @@ def cleanup_outcome(
     return ExceptionGroup(f"{len(errors)} cleanup{plural} failed", errors)
 
 
-def raise_unless_noted(error: BaseException, what: object, primary: BaseException | None) -> None:
+def raise_unless_noted(
+    error: BaseException, what: object, primary: BaseException | None
+) -> None:
     """Raise *error*, the failed release of *what*, unless it became a note.
 
     Call it from the ``except`` clause that caught *error*.  It returns only when
@@ -106,10 +108,13 @@ def call_each(function: Callable[[T], object], items: Iterable[T]) -> None:
         raise raising
 
 
-def _add_notes(error: BaseException, failures: list[tuple[object, BaseException]]) -> None:
+def _add_notes(
+    error: BaseException, failures: list[tuple[object, BaseException]]
+) -> None:
     for what, failure in failures:
         error.add_note(
-            f"while cleaning up {what!r}, this also failed: {type(failure).__qualname__}: {failure}"
+            f"while cleaning up {what!r}, this also failed: "
+            f"{type(failure).__qualname__}: {failure}"
         )
 
 
@@ -132,7 +137,7 @@ if _RAW_SIGNAL_FUNCTIONS:
 
     _get_handler: Callable[[int], object] = _signal.getsignal
     _set_handler: Callable[[int, Handler], Handler] = _signal.signal
-    _raise_signal: Callable[[int], None] = _signal.raise_signal
+    _raise_signal: Callable[[int], None] = _signal.raise_signal  # the C functions
 else:  # a Python this runtime was not checked on
     _get_handler = signal.getsignal
     _set_handler = signal.signal  # type: ignore[assignment]
@@ -152,7 +157,9 @@ def replace_python_handlers(handler: Handler) -> dict[int, Handler]:
     check for signals until it has returned: a signal landing then meets
     *handler* already.
     """
-    handled = tuple(itertools.compress(_SIGNALS, map(callable, map(_get_handler, _SIGNALS))))
+    handled = tuple(
+        itertools.compress(_SIGNALS, map(callable, map(_get_handler, _SIGNALS)))
+    )
     replaced = map(_set_handler, handled, itertools.repeat(handler))
     return dict(zip(handled, replaced, strict=True))
 

@@ -60,9 +60,7 @@ import warnings
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from ._cleanup import (
-    _RAW_SIGNAL_FUNCTIONS,
     _get_handler,
-    _set_handler,
     put_back_handlers,
     raise_signals,
     raise_unless_noted,
@@ -261,7 +259,10 @@ class InterruptDeferral:
 
     def deferring(self) -> bool:
         """Whether a ``SIGINT`` arriving now would be held back (for test tools)."""
-        return threading.get_ident() == self._main and _get_handler(_SIGINT) is self._handler
+        return (
+            threading.get_ident() == self._main
+            and _get_handler(_SIGINT) is self._handler
+        )
 
     def _after_fork(self) -> None:
         """Start afresh in a child process; put back a handler a block replaced.
@@ -564,7 +565,9 @@ class Resource(Lifecycle, Generic[T_co]):
         else:
             self._state = CLOSED
 
-    def _failed(self, error: BaseException, primary: BaseException | None, claimed: str) -> None:
+    def _failed(
+        self, error: BaseException, primary: BaseException | None, claimed: str
+    ) -> None:
         """Raise *error*, a failed release, unless it became a note on *primary*.
 
         An interrupt gives the claim back (the state *claimed* before the release),
