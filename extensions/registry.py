@@ -114,6 +114,24 @@ RESOURCES: tuple[Resource, ...] = (
         async_exports=(),
         summary="A thread pool that cancels pending work on error and joins every worker.",
     ),
+    Resource(
+        key="process_pool",
+        title="Process pools (cancel, join, no orphaned worker)",
+        module="process_pools",
+        exports=("ManagedProcessPool",),
+        async_exports=(),
+        summary="A process pool that cancels pending work on error, joins every worker "
+        "and orphans none.",
+    ),
+    Resource(
+        key="shared_memory",
+        title="Shared memory (creator unlinks, attachments close)",
+        module="shared_memory",
+        exports=("ManagedSharedMemory", "SharedMemoryAttachment"),
+        async_exports=(),
+        summary="Shared memory blocks that their creator removes and every attachment "
+        "closes, on every exit path.",
+    ),
 )
 
 CORE_MODULES: tuple[str, ...] = (
