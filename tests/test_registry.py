@@ -161,8 +161,10 @@ def test_readme_lists_every_resource() -> None:
         "README.md's lists of resources are stale: run python -m extensions.tables --write"
     )
     question = next(line for line in readme.splitlines() if line.startswith("| `resources` |"))
-    choices = re.findall(r"`([a-z]+)`", question.split("|")[2])
-    assert choices == [resource.key for resource in registry.RESOURCES]
+    choices = re.findall(r"`([a-z_]+)`", question.split("|")[2])
+    assert choices == [resource.key for resource in registry.RESOURCES], (
+        "the `resources` row of README.md's Questions table must list every key, in order"
+    )
     for resource in registry.RESOURCES:
         row = f"| `{resource.key}` | `{resource.module}` | "
         assert row in readme, f"README.md has no row for {resource.key!r}"
