@@ -114,6 +114,15 @@ RESOURCES: tuple[Resource, ...] = (
         async_exports=(),
         summary="A thread pool that cancels pending work on error and joins every worker.",
     ),
+    Resource(
+        key="http_client",
+        title="HTTP clients (httpx, pooled, with timeouts)",
+        module="http_clients",
+        exports=("HTTPClient",),
+        async_exports=("AsyncHTTPClient",),
+        summary="Pooled httpx clients closed with every connection, with finite timeouts.",
+        benchmark_server="http",
+    ),
 )
 
 CORE_MODULES: tuple[str, ...] = (
