@@ -414,12 +414,15 @@ def run_tool() -> Callable[..., subprocess.CompletedProcess[str]]:
 def dev_environment(found: Path, project: Path, root: Path) -> Path:
     """The Python of a virtual environment of *found* with *project*'s ``dev`` group.
 
-    Made once in *root* (under a lock, for xdist workers sharing it), and keyed by
-    the interpreter and the group's content, so a project never runs with another
-    group's packages.
+    The project's own dependencies (``httpx`` when ``http_client`` is chosen) are
+    installed with the group.  Made once in *root* (under a lock, for xdist
+    workers sharing it), and keyed by the interpreter and what it installs, so a
+    project never runs with another group's packages.
     """
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
-    group = sorted(pyproject["dependency-groups"]["dev"])
+    group = sorted(
+        pyproject["dependency-groups"]["dev"] + pyproject["project"]["dependencies"]
+    )
     digest = hashlib.sha256("\n".join([str(found), *group]).encode()).hexdigest()[:16]
     venv = root / f"venv-{version_of(found)}-{digest}"
     python = venv / "bin" / "python"

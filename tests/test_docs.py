@@ -140,7 +140,7 @@ def test_one_resource_page_per_registry_entry() -> None:
 
 def test_the_resources_overview_lists_every_entry_in_order() -> None:
     text = (DOCS / "resources" / "index.md").read_text(encoding="utf-8")
-    rows = [line for line in text.splitlines() if re.match(r"\| `[a-z]+` \|", line)]
+    rows = [line for line in text.splitlines() if re.match(r"\| `[a-z_]+` \|", line)]
     assert rows == [
         f"| `{r.key}` | [{_short_title(r)}]({r.key}.md) | `{r.module}` | {r.summary} |"
         for r in registry.RESOURCES

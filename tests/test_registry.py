@@ -115,7 +115,7 @@ def test_interface_question_names() -> None:
 def test_readme_lists_every_resource() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     question = next(line for line in readme.splitlines() if line.startswith("| `resources` |"))
-    choices = re.findall(r"`([a-z]+)`", question.split("|")[2])
+    choices = re.findall(r"`([a-z_]+)`", question.split("|")[2])
     assert choices == [resource.key for resource in registry.RESOURCES], (
         "the `resources` row of README.md's Questions table must list every key, in order"
     )
