@@ -420,9 +420,7 @@ def dev_environment(found: Path, project: Path, root: Path) -> Path:
     project never runs with another group's packages.
     """
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
-    group = sorted(
-        pyproject["dependency-groups"]["dev"] + pyproject["project"]["dependencies"]
-    )
+    group = sorted(pyproject["dependency-groups"]["dev"] + pyproject["project"]["dependencies"])
     digest = hashlib.sha256("\n".join([str(found), *group]).encode()).hexdigest()[:16]
     venv = root / f"venv-{version_of(found)}-{digest}"
     python = venv / "bin" / "python"
