@@ -198,6 +198,22 @@ RESOURCES: tuple[Resource, ...] = (
             "`ManagedSharedMemory` blocks: nothing left in `/dev/shm`",
         ),
     ),
+    Resource(
+        key="http_client",
+        title="HTTP clients (httpx, pooled, with timeouts)",
+        module="http_clients",
+        exports=("HTTPClient",),
+        async_exports=("AsyncHTTPClient",),
+        summary="Pooled httpx clients closed with every connection, with finite timeouts.",
+        overhead=(1055655, 1083877, "1.039"),
+        overhead_note=(
+            "The `http_client` row's baseline is httpx, not the standard library: a block "
+            "makes an `httpx.Client` (with one TLS context shared by every block), sends "
+            "one GET to a server on `127.0.0.1` and closes the client in `finally`, "
+            "against an `HTTPClient` block doing the same."
+        ),
+        benchmark_server="http",
+    ),
 )
 
 CORE_MODULES: tuple[str, ...] = (

@@ -528,12 +528,14 @@ def run_tool() -> Callable[..., subprocess.CompletedProcess[str]]:
 def dev_environment(found: Path, project: Path, root: Path) -> Path:
     """The Python of a virtual environment of *found* with *project*'s ``dev`` group.
 
-    Made once in *root* (under a lock, for xdist workers sharing it), and keyed by
-    the interpreter and the group's content, so a project never runs with another
-    group's packages.
+    The project's own dependencies (``httpx`` when ``http_client`` is chosen) are
+    installed with the group.  Made once in *root* (under a lock, for xdist
+    workers sharing it), and keyed by the interpreter and what it installs, so a
+    project never runs with another group's packages.
     """
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
-    return environment_of(found, pyproject["dependency-groups"]["dev"], root)
+    requirements = pyproject["dependency-groups"]["dev"] + pyproject["project"]["dependencies"]
+    return environment_of(found, requirements, root)
 
 
 RUNTIME_SUITE = ROOT / "tests" / "runtime"

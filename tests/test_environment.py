@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 from packaging.requirements import Requirement
 
-from tests.matrix import Combination
+from tests.matrix import Combination, registry
 from tests.preloaded import GENERATED_PYTEST_PLUGINS
 
 if TYPE_CHECKING:
@@ -34,6 +34,24 @@ def test_generated_dependency_groups_are_satisfied_here(
             continue
         if not requirement.specifier.contains(installed, prereleases=True):
             unmet.append(f"{requirement} (installed {installed})")
+    assert unmet == []
+
+
+def test_generated_dependencies_are_satisfied_here(
+    render: Callable[[Combination], Path],
+) -> None:
+    # A resource's library (httpx for http_client) is a dependency of the projects
+    # that choose it: the matrix runs their suites in this environment.
+    every = tuple(resource.key for resource in registry.RESOURCES)
+    project = render(Combination(every, async_support=True, docs=False))
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    requirements = [Requirement(text) for text in pyproject["project"]["dependencies"]]
+    assert "httpx" in {requirement.name for requirement in requirements}
+    unmet = [
+        f"{requirement} (installed {version(requirement.name)})"
+        for requirement in requirements
+        if not requirement.specifier.contains(version(requirement.name), prereleases=True)
+    ]
     assert unmet == []
 
 
