@@ -114,6 +114,14 @@ RESOURCES: tuple[Resource, ...] = (
         async_exports=(),
         summary="A thread pool that cancels pending work on error and joins every worker.",
     ),
+    Resource(
+        key="postgres",
+        title="PostgreSQL (psycopg connection, transactions, pool)",
+        module="postgres",
+        exports=("PostgresConnection", "PostgresTransaction", "PostgresPool"),
+        async_exports=("AsyncPostgresConnection", "AsyncPostgresPool"),
+        summary="psycopg connections, transactions and pools, closed on every path.",
+    ),
 )
 
 CORE_MODULES: tuple[str, ...] = (
