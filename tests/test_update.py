@@ -51,6 +51,7 @@ from tests.updating import (
     in_this_clone,
     leftovers,
     module,
+    offered_resources,
     run,
     skip_unless_in_this_clone,
     unmerged,
@@ -525,7 +526,7 @@ def test_update_from_the_baseline_commit(
         template,
         tmp_path / "project",
         "v0.0.1",
-        resources=[resource.key for resource in registry.RESOURCES],
+        resources=offered_resources(BASELINE),  # every resource it knew
         async_support=True,
         docs=True,
     )
@@ -853,9 +854,12 @@ def test_ci_says_when_a_newer_template_is_out(tmp_path: Path) -> None:
     assert "```text\n" in text
 
 
+EVERY_OFFERED = "every resource the earlier commit offers"
+"""Stands for the keys of ``offered_resources(commit)``: a commit offers fewer than today."""
+
 HONEST_ANSWERS: dict[str, dict[str, object]] = {
     "every-resource-async-docs": {
-        "resources": [resource.key for resource in registry.RESOURCES],
+        "resources": EVERY_OFFERED,
         "async_support": True,
         "docs": True,
     },
@@ -929,7 +933,9 @@ def test_an_update_without_edits_equals_a_fresh_render(
             "fetch the full history to test the update from it"
         )
     template = releases[commit]
-    answers_given = HONEST_ANSWERS[answer_set]
+    answers_given = dict(HONEST_ANSWERS[answer_set])
+    if answers_given.get("resources") == EVERY_OFFERED:
+        answers_given["resources"] = offered_resources(commit)
     updated = copy_project(template, tmp_path / "updated", "v0.1.0", **answers_given)
     assert answers(updated)["_commit"] == "v0.1.0"
     generated = tree(updated)

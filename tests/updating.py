@@ -84,6 +84,22 @@ def in_this_clone(commit: str) -> bool:
     return run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], ROOT, check=False).returncode == 0
 
 
+def offered_resources(commit: str) -> list[str]:
+    """The keys the ``resources`` question of this repository's *commit* offers, in order.
+
+    An older template knows fewer resources than today's registry: a project made
+    from it can only have chosen these.  Before the registry made the choices,
+    ``copier.yml`` listed them (title: key); since, its ``extensions/registry.py``
+    has them, one ``key=`` per entry.
+    """
+    questions = yaml.safe_load(git(ROOT, "show", f"{commit}:copier.yml"))
+    choices = questions["resources"]["choices"]
+    if isinstance(choices, dict):
+        return [str(key) for key in choices.values()]
+    entries = git(ROOT, "show", f"{commit}:extensions/registry.py")
+    return re.findall(r'^ +key="([a-z_]+)",$', entries, flags=re.MULTILINE)
+
+
 def skip_unless_in_this_clone(commit: str) -> None:
     if not in_this_clone(commit):
         pytest.skip(
