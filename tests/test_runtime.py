@@ -88,13 +88,15 @@ def test_runtime_module_is_plain_python_importing_only_itself(module: str) -> No
     assert outside == []
 
 
-def test_runtime_passes_ruff(tmp_path: Path) -> None:
+@pytest.mark.parametrize("target", ["py311", "py312", "py313", "py314"])
+def test_runtime_passes_ruff(tmp_path: Path, target: str) -> None:
     """``ruff check`` and ``ruff format --check`` with the generated settings.
 
-    The runtime's suite too: it is checked as a project's tests are.
+    With every floor's target (some rules apply from a version on), and the
+    runtime's suite too: it is checked as a project's tests are.
     """
     config = tmp_path / "pyproject.toml"
-    config.write_text(_tool_settings("ruff", ruff_target="py311"), encoding="utf-8")
+    config.write_text(_tool_settings("ruff", ruff_target=target), encoding="utf-8")
     failures = []
     folders = [str(TEMPLATE_RUNTIME.relative_to(ROOT)), str(RUNTIME_SUITE.relative_to(ROOT))]
     for command in (["check"], ["format", "--check"]):

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+STORMS = ("SIGINT (KeyboardInterrupt)", "SIGALRM (Alarm)", "SIGTERM (SystemExit)")
+"""The stress tier's signal storms, as its figures name them (``Storm.label``)."""
+
 pytestmark = pytest.mark.slow
 
 ALL_WITH_ASYNC = Combination(
@@ -44,8 +47,9 @@ def test_stress_tier_passes_on_all_resources_with_asyncio(
     assert re.search(r"\d+ passed", summary), summary
     assert not re.search(r"\d+ (failed|errors?)\b", summary), summary
     assert "stress figures" in result.stdout
-    # Every SIGKILL, SIGINT and property run reports its figures.
-    for kind in ("SIGKILLs survived", "SIGINTs in the block", "random sequences held"):
+    # Every SIGKILL, signal storm and property run reports its figures.
+    storms = [f"{name} in the block" for name in STORMS]
+    for kind in ("SIGKILLs survived", *storms, "random sequences held"):
         assert kind in result.stdout, f"no {kind!r} figures:\n{result.stdout[-4000:]}"
 
 

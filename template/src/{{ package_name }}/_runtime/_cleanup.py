@@ -166,7 +166,7 @@ def replace_python_handlers(handler: Handler) -> dict[int, Handler]:
 
 def put_back_handlers(replaced: dict[int, Handler]) -> None:
     """Put back the handlers that ``replace_python_handlers`` returned (one C call)."""
-    collections.deque(map(_set_handler, replaced, replaced.values()), maxlen=0)
+    collections.deque(itertools.starmap(_set_handler, replaced.items()), maxlen=0)
 
 
 def raise_signals(signals: Iterable[int]) -> None:

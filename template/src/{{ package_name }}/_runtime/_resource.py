@@ -255,7 +255,8 @@ class InterruptDeferral:
         every frame below it alive until a garbage collection.
         """
         noted, self._noted = self._noted, []
-        return noted[-1][1]
+        _, frame = noted[-1]
+        return frame
 
     def deferring(self) -> bool:
         """Whether a ``SIGINT`` arriving now would be held back (for test tools)."""
