@@ -1,7 +1,13 @@
 """Every combination of answers renders a project that passes its own tool chain.
 
-The tests of one combination share a render (one xdist group).  Each check reads
-only what it depends on; ``tests/matrix.py`` says what that is.
+The ``combo``, ``batch`` and ``render`` parameters come from ``tests/conftest.py``
+(``pytest_generate_tests``, ``HeldRenders``), the keys from ``tests/matrix.py`` and
+the anchors from ``tests/families.py``.  To follow one combination through them in
+order, read docs/test-matrix.md, "One combination, start to finish".
+
+The tests of one combination run back to back on one worker and share a render
+(``matrix_scope`` in ``tests/conftest.py``).  Each check reads only what it depends
+on; ``tests/matrix.py`` says what that is.
 """
 
 from __future__ import annotations
