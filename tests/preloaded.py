@@ -251,6 +251,13 @@ def _child(request: dict[str, Any], output: str) -> None:
     os.chdir(request["cwd"])
     # ``python -m`` puts the working folder first on sys.path.
     sys.path[0] = os.getcwd()
+    if request["tool"] == "pytest" and os.path.isdir("src"):
+        # Installed (``uv sync``), a project's package is found by every
+        # interpreter its suite starts, multiprocessing's fork server among them
+        # (which takes no sys.path from its parent before it imports what it is
+        # told to preload); here pytest's ``pythonpath`` setting finds it, in this
+        # process only: the environment carries it to the others.
+        os.environ["PYTHONPATH"] = os.path.join(os.getcwd(), "src")
     _home_of_hypothesis()
     _run_tool(request["tool"], list(request["args"]))
 
