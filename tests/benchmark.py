@@ -2,6 +2,7 @@
 
     python3 -m uv run python -m tests.benchmark             # the full matrix
     python3 -m uv run python -m tests.benchmark --growth    # every cut from 6 resources up
+    python3 -m uv run python -m tests.benchmark --growth --sizes 8,10,12   # those cuts only
 
 Each run is ``pytest tests/test_matrix.py`` in a process of its own, from an empty
 ledger, with the workers given by ``-n`` (default ``auto``, as ``pytest`` runs:
@@ -265,6 +266,10 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="run the matrix cut to 6 resources, 7, ... up to the whole registry",
     )
+    parser.add_argument(
+        "--sizes",
+        help="with --growth, only these numbers of resources (comma-separated: 6,9,12)",
+    )
     parser.add_argument("--sample", action="store_true", help="the sample matrix instead")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     parser.add_argument(
@@ -279,9 +284,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     _adopt_orphans()
     keys = registry_keys()
-    cuts = (
-        [keys[:size] for size in range(min(6, len(keys)), len(keys) + 1)] if args.growth else [keys]
-    )
+    sizes = list(range(min(6, len(keys)), len(keys) + 1))
+    if args.sizes:
+        sizes = sorted({min(int(size), len(keys)) for size in args.sizes.split(",")})
+    cuts = [keys[:size] for size in sizes] if args.growth else [keys]
     results = []
     for cut in cuts:
         figures = run_matrix(cut, args.workers, args.sample)
