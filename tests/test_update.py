@@ -574,6 +574,35 @@ BEFORE_RUNTIME = "385f9dc"
 """This repository's main before the core became the verbatim ``_runtime`` package."""
 
 
+def _project_from(tmp_path: Path, commit: str, resources: list[str]) -> Path:
+    """A project copied from *commit* (tagged v0.1.0), with HEAD tagged v0.2.0."""
+    skip_unless_in_this_clone(commit)
+    template = TemplateRepo(tmp_path / "template")
+    template.release("v0.1.0", commit=commit)
+    template.release("v0.2.0")
+    return copy_project(
+        template,
+        tmp_path / "project",
+        "v0.1.0",
+        resources=resources,
+        async_support=True,
+        docs=False,
+    )
+
+
+def _add_user_code(project: Path) -> tuple[dict[Path, list[str]], list[Path]]:
+    """A function of the user's below the markers of ``helpers``, ``testing`` and
+    ``files``, each with a test file of the user's; committed."""
+    kept: dict[Path, list[str]] = {}
+    own_tests = []
+    for name in ("helpers", "testing", "files"):
+        path = module(project, name)
+        kept[path] = [append_text(path, user_function(f"user_{name}_helper"))]
+        own_tests.append(add_user_test_file(project, name, f"user_{name}_helper"))
+    commit_all(project, "User edits")
+    return kept, own_tests
+
+
 def test_update_moves_the_core_into_the_runtime(
     tmp_path: Path, check_project: Callable[[Path], None]
 ) -> None:
@@ -585,25 +614,9 @@ def test_update_moves_the_core_into_the_runtime(
     of ``helpers.py``, ``testing.py`` and a resource module merges with no conflict,
     and the user's own tests, which import from the public modules, still pass.
     """
-    skip_unless_in_this_clone(BEFORE_RUNTIME)
-    template = TemplateRepo(tmp_path / "template")
-    template.release("v0.1.0", commit=BEFORE_RUNTIME)
-    template.release("v0.2.0")
-    project = copy_project(
-        template,
-        tmp_path / "project",
-        "v0.1.0",
-        resources=["file", "lock"],
-        async_support=True,
-        docs=False,
-    )
+    project = _project_from(tmp_path, BEFORE_RUNTIME, ["file", "lock"])
     assert module(project, "_resource").is_file()
-    kept: dict[Path, list[str]] = {}
-    for name in ("helpers", "testing", "files"):
-        path = module(project, name)
-        kept[path] = [append_text(path, user_function(f"user_{name}_helper"))]
-        add_user_test_file(project, name, f"user_{name}_helper")
-    commit_all(project, "User edits")
+    kept, _ = _add_user_code(project)
 
     result = update(project, "--defaults")
 
@@ -632,28 +645,11 @@ def test_update_leaves_the_runtime_tests_to_the_template(
     user's code below the markers of ``helpers.py``, ``testing.py`` and a resource
     module, with the user's own tests of it, merges with no conflict and passes.
     """
-    skip_unless_in_this_clone(BEFORE_RUNTIME_SUITE)
-    template = TemplateRepo(tmp_path / "template")
-    template.release("v0.1.0", commit=BEFORE_RUNTIME_SUITE)
-    template.release("v0.2.0")
-    project = copy_project(
-        template,
-        tmp_path / "project",
-        "v0.1.0",
-        resources=["file", "sqlite"],
-        async_support=True,
-        docs=False,
-    )
+    project = _project_from(tmp_path, BEFORE_RUNTIME_SUITE, ["file", "sqlite"])
     tests = project / "tests"
     runtime_tests = [tests / "test_testing.py", tests / "test_helpers.py"]
     assert all(path.is_file() for path in runtime_tests)
-    kept: dict[Path, list[str]] = {}
-    own_tests = []
-    for name in ("helpers", "testing", "files"):
-        path = module(project, name)
-        kept[path] = [append_text(path, user_function(f"user_{name}_helper"))]
-        own_tests.append(add_user_test_file(project, name, f"user_{name}_helper"))
-    commit_all(project, "User edits")
+    kept, own_tests = _add_user_code(project)
 
     result = update(project, "--defaults")
 
