@@ -512,8 +512,13 @@ def run_tool() -> Callable[..., subprocess.CompletedProcess[str]]:
     ) -> subprocess.CompletedProcess[str]:
         interpreter = str(python or sys.executable)
         command = [str(BIN / tool), *args] if tool != "python" else [interpreter, *args]
+        env = None
+        if tool == "python" and (project / "src").is_dir():
+            # As installed (uv sync): every interpreter the project's code starts,
+            # multiprocessing's fork server among them, finds its package.
+            env = {**tool_env(), "PYTHONPATH": str(project / "src")}
         with spent(Path(tool).name):
-            result = run_in(project, command, timeout)
+            result = run_in(project, command, timeout, env)
         if result.returncode != 0:
             pytest.fail(
                 f"{' '.join(command)} failed in {project} (exit {result.returncode}):\n"
