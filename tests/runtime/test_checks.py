@@ -35,7 +35,9 @@ def test_checked_path_returns_a_path_as_given(path: object) -> None:
 @pytest.mark.parametrize(
     ("path", "kind"), [(3, "int"), (True, "bool"), (b"a", "bytes"), (None, "NoneType")]
 )
-def test_checked_path_refuses_anything_else_naming_the_argument(path: object, kind: str) -> None:
+def test_checked_path_refuses_anything_else_naming_the_argument(
+    path: object, kind: str
+) -> None:
     message = f"database must be a str or an os.PathLike, not {kind}$"
     with pytest.raises(TypeError, match=message):
         checked_path(path, "database")
@@ -51,11 +53,17 @@ def test_wrong_type_names_the_argument_and_the_given_type() -> None:
 
 @pytest.mark.parametrize("seconds", [0, 0.0, 1, 2.5, C_INT_MS_MAX])
 def test_checked_seconds_takes_the_range_bounds_included(seconds: float) -> None:
-    assert checked_seconds(seconds, C_INT_MS_MAX, FROM_0_TO_C_INT_MS, "grace") is seconds
+    assert (
+        checked_seconds(seconds, C_INT_MS_MAX, FROM_0_TO_C_INT_MS, "grace") is seconds
+    )
 
 
-@pytest.mark.parametrize("seconds", [-0.001, C_INT_MS_MAX + 1, math.nan, math.inf, -math.inf])
-def test_checked_seconds_refuses_out_of_range_with_the_range_named(seconds: float) -> None:
+@pytest.mark.parametrize(
+    "seconds", [-0.001, C_INT_MS_MAX + 1, math.nan, math.inf, -math.inf]
+)
+def test_checked_seconds_refuses_out_of_range_with_the_range_named(
+    seconds: float,
+) -> None:
     message = (
         f"grace must be a number of seconds from 0 to 2147483 \\(24.8 days\\), "
         f"not {re.escape(repr(seconds))}$"
@@ -77,7 +85,8 @@ def test_checked_seconds_above_zero_refuses_zero_and_takes_the_maximum() -> None
     assert checked_seconds(1e-9, C_INT_MS_MAX, expected, "t", above_zero=True) == 1e-9
     for seconds in (0, -1, math.nan):
         with pytest.raises(
-            ValueError, match=f"^t must be a positive number of seconds, not {seconds!r}$"
+            ValueError,
+            match=f"^t must be a positive number of seconds, not {seconds!r}$",
         ):
             checked_seconds(seconds, C_INT_MS_MAX, expected, "t", above_zero=True)
 
@@ -87,10 +96,13 @@ def test_checked_timeout_takes_none_and_names_it_in_both_errors() -> None:
     assert checked_timeout(0, threading.TIMEOUT_MAX, FROM_0_TO_TIMEOUT_MAX) == 0
     maximum = threading.TIMEOUT_MAX
     assert checked_timeout(maximum, maximum, FROM_0_TO_TIMEOUT_MAX) == maximum
-    with pytest.raises(TypeError, match=r"^timeout must be an int, a float or None, not True$"):
+    with pytest.raises(
+        TypeError, match=r"^timeout must be an int, a float or None, not True$"
+    ):
         checked_timeout(True, maximum, FROM_0_TO_TIMEOUT_MAX)
     message = (
-        r"^timeout must be None or a number of seconds from 0 to threading\.TIMEOUT_MAX "
+        r"^timeout must be None or a number of seconds from 0 to "
+        r"threading\.TIMEOUT_MAX "
         rf"\({maximum:.0f}\), not -1$"
     )
     with pytest.raises(ValueError, match=message):
