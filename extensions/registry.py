@@ -258,6 +258,7 @@ RUNTIME = "_runtime"
 RUNTIME_MODULES: tuple[str, ...] = (
     "__init__",
     "_async_resource",
+    "_checks",
     "_cleanup",
     "_faults",
     "_process",

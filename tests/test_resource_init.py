@@ -25,7 +25,7 @@ derived from one)."""
 
 def _modules() -> dict[str, ast.Module]:
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    context = {"package_name": "pkg", "async_support": True, "python_min": "3.11"}
+    context = {"package_name": "pkg", "async_support": True, "docs": True, "python_min": "3.11"}
     modules = {
         path.name: ast.parse(environment.from_string(path.read_text("utf-8")).render(context))
         for path in PACKAGE.glob("{% if *.py{% endif %}.jinja")
