@@ -1,14 +1,17 @@
-"""What the stress tier's modules share: crashes, real interrupts, random misuse, load.
+"""The stress tier's machinery: crashes, real interrupts, random misuse, load.
 
-Each module of the tier names its classes and how to drive them (a ``Subject``
-for the real SIGINTs, a ``Case`` for the random sequences) and runs them through
-the functions here.  ``STRESS_SEED=<seed>`` replays the random delays of a run.
+Each module of a project's stress tier (``tests/stress/``, run by
+``pytest -m stress``) names its classes and how to drive them (a ``Subject`` for
+the real SIGINTs, a ``Case`` for the random sequences) and runs them through the
+functions here; ``async_stress`` adds the asyncio classes' random sequences.
+``STRESS_SEED=<seed>`` replays the random delays of a run.
+
+Needs ``pytest`` and ``hypothesis`` (the project's dev group): nothing the
+package imports for its users imports this module.
 """
 
 from __future__ import annotations
-{% if async_classes %}
-import asyncio
-{%- endif %}
+
 import contextlib
 import faulthandler
 import functools
@@ -33,13 +36,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from {{ package_name }}.errors import ClosedResourceError, ReentryError
-from {{ package_name }}.testing import LeakCheck
+from .errors import ClosedResourceError, ReentryError
+from .leak_check import LeakCheck
 
 if TYPE_CHECKING:
-{%- if async_classes %}
-    import collections.abc  # its own line: the one import only async classes need
-{%- endif %}
     from collections.abc import Callable, Iterator, Mapping
     from contextlib import AbstractContextManager, ExitStack
     from types import FrameType
@@ -627,11 +627,21 @@ def _held(subject: Subject, fds: dict[int, str], threads: int) -> str | None:
     return subject.held()
 
 
+_RUNTIME = __name__.rpartition(".")[0]
+_PACKAGE = _RUNTIME.rpartition(".")[0] or _RUNTIME
+"""The package around the runtime (``<package>._runtime``), whose classes' warnings
+are failures; the runtime itself where it is imported as a top-level package."""
+
+
+def _of_the_package(module: str) -> bool:
+    return module == _PACKAGE or module.startswith(f"{_PACKAGE}.")
+
+
 def _sort_warnings(caught: list[warnings.WarningMessage], tally: _Tally) -> None:
     """A package object must never need its finalizer; count the stdlib's."""
     for warning in caught:
         source = type(getattr(warning, "source", None))
-        if source.__module__.startswith("{{ package_name }}."):
+        if _of_the_package(source.__module__):
             tally.problems.append(f"released by its finalizer: {warning.message}")
         else:
             kind = source.__qualname__
@@ -721,16 +731,6 @@ def _raises(expected: type[BaseException], call: Callable[[], object]) -> None:
     pytest.fail(f"expected {expected.__name__}")
 
 
-{%- if async_classes %}
-
-
-async def _araises(expected: type[BaseException], call: Callable[[], Any]) -> None:
-    try:
-        await call()
-    except expected:
-        return
-    pytest.fail(f"expected {expected.__name__}")
-{%- endif %}
 
 
 @dataclass
@@ -872,89 +872,6 @@ class Player:
             _raises(ClosedResourceError, functools.partial(early, self.obj))
 
 
-{%- if async_classes %}
-
-
-class AsyncPlayer(Player):
-    """``Player`` for an async class: ``async with``, ``aclose()``, awaited uses."""
-
-    async def aplay(self, steps: list[Step]) -> tuple[Any, bool, list[str]]:
-        for kind, inner, raising in steps:
-            self.count(kind)
-            if kind == "close":
-                await self.obj.aclose()
-            elif kind == "use":
-                await self.ause()
-            elif kind == "early":
-                await self.aearly()
-            elif self.state != "new":
-                with pytest.raises(ReentryError):
-                    async with self.obj:
-                        pytest.fail("the body of a second async with ran")
-            elif raising:
-                error = _BodyError()
-                with pytest.raises(_BodyError) as raised:
-                    await self.ablock(inner, error)
-                assert raised.value is error, "the body's exception was replaced"
-            else:
-                await self.ablock(inner, None)
-        await self.obj.aclose()
-        await self.obj.aclose()
-        return self.obj, self.state != "new", self.log
-
-    async def ablock(self, inner: tuple[str, ...], error: _BodyError | None) -> None:
-        try:
-            async with self.obj:
-                self.state = "open"
-                for step in inner:
-                    self.count(step)
-                    if step == "use":
-                        await self.ause()
-                    elif step == "reenter":
-                        with pytest.raises(ReentryError):
-                            async with self.obj:
-                                pytest.fail("the body of a nested async with ran")
-                    elif step == "close":
-                        await self.obj.aclose()
-                        self.closed_early("close")
-                    else:
-                        await self.aearly()
-                if error is not None:
-                    raise error
-        finally:
-            self.ended(raising=error is not None)
-
-    async def ause(self) -> None:
-        use = self.case.use
-        if use is None:
-            return
-        if self.state == "open" or not self.case.guarded:
-            await use(self.obj)
-            self.log.append("use" if self.state == "open" else "use-outside")
-        else:
-            await _araises(ClosedResourceError, functools.partial(use, self.obj))
-
-    async def aearly(self) -> None:
-        early = self.case.early
-        if early is None:
-            return
-        if self.state == "open":
-            await early(self.obj)
-            self.closed_early("early")
-        else:
-            await _araises(ClosedResourceError, functools.partial(early, self.obj))
-
-
-def in_loop(
-    function: Callable[[Any], object],
-) -> Callable[[Any], collections.abc.Awaitable[object]]:
-    """*function* as a coroutine function, for the async cases."""
-
-    async def call(obj: Any) -> object:
-        return function(obj)
-
-    return call
-{%- endif %}
 
 
 def check_outcome(running: Running, obj: Any, entered: bool, log: list[str]) -> None:
@@ -972,13 +889,6 @@ def check_outcome(running: Running, obj: Any, entered: bool, log: list[str]) -> 
 def play(case: Case, steps: list[Step]) -> tuple[Any, bool, list[str]]:
     """Play *steps* on a new object of a synchronous *case*."""
     return Player(case).play(steps)
-{%- if async_classes %}
-
-
-def aplay(case: Case, steps: list[Step]) -> tuple[Any, bool, list[str]]:
-    """Play *steps* on a new object of an asynchronous *case*, in an event loop."""
-    return asyncio.run(AsyncPlayer(case).aplay(steps))
-{%- endif %}
 
 
 @dataclass
@@ -1056,19 +966,6 @@ class StressTests:
 
     def test_random_sequences_keep_the_contract(self, sync_case: Running) -> None:
         sync_case.play_random()
-{%- if async_classes %}
-
-
-class AsyncStressTests(StressTests):
-    """``StressTests`` with the asyncio classes: ``async_cases``, as ``cases``."""
-
-    async_cases: ClassVar[Mapping[str, tuple[type, Callable[[Path, ExitStack], Case]]]]
-
-    def test_random_async_sequences_keep_the_contract(
-        self, async_case: Running
-    ) -> None:
-        async_case.play_random()
-{%- endif %}
 
 
 # Load: many threads or tasks at once, bounded in time: no deadlock, no leak.
@@ -1148,6 +1045,3 @@ def interrupt_at(
     finally:
         sys.setprofile(None)
         signal.signal(signal.SIGINT, handler)
-
-
-# Your own code goes below this line: template updates change only what is above it.
