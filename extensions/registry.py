@@ -265,6 +265,7 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "_resource",
     "async_conformance",
     "async_helpers",
+    "async_stress",
     "conformance",
     "errors",
     "fd_limit",
@@ -272,10 +273,12 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "leak_check",
     "pytest_plugin",
     "snapshot",
+    "stress",
     "testing",
 )
 """The modules of the runtime, which only ever import each other and the
-standard library (and ``psutil`` and ``pytest`` for the test tools)."""
+standard library (and ``psutil``, ``pytest`` and, for the stress tier's
+``stress``, ``hypothesis``, for the test tools)."""
 
 BY_KEY: dict[str, Resource] = {resource.key: resource for resource in RESOURCES}
 

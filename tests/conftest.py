@@ -544,7 +544,7 @@ def dev_environment(found: Path, project: Path, root: Path) -> Path:
 
 
 RUNTIME_SUITE = ROOT / "tests" / "runtime"
-RUNTIME_SUITE_NEEDS = ("pytest", "pytest-timeout", "psutil")
+RUNTIME_SUITE_NEEDS = ("pytest", "pytest-timeout", "psutil", "hypothesis")
 """What the runtime's suite needs besides the standard library (``tests/runtime/``)."""
 
 

@@ -306,7 +306,7 @@ def expected_files(combo: Combination) -> set[str]:
     files |= {f"{RUNTIME_DIR}/{module}.py" for module in registry.RUNTIME_MODULES}
     files.add("tests/test_toolkit.py")  # the runtime's own tests are the template's
     if combo.resources:  # the stress tier (pytest -m stress)
-        files |= {f"tests/stress/{name}.py" for name in ("__init__", "conftest", "toolkit")}
+        files |= {f"tests/stress/{name}.py" for name in ("__init__", "conftest")}
     if any(registry.BY_KEY[key].benchmark_server for key in combo.resources):
         files.add("benchmarks/loopback.py")  # the benchmark's server child
     if combo.license != "none":
@@ -475,8 +475,9 @@ def keys_of_test_files(project: Source) -> dict[str, str]:
     ``benchmarks/loopback.py``, its server child), so the key covers them too.
     ``test_docs_examples.py`` is keyed page by page (``_docs_example_keys``).
     A test file in a folder of its own (``stress/``) is also keyed by the other
-    modules of that folder (its ``__init__.py``, ``conftest.py`` and the
-    ``toolkit`` it imports) and the package modules they import.
+    modules of that folder (its ``__init__.py`` and ``conftest.py``) and the
+    package modules they import; the stress tier's machinery is the runtime's
+    (``stress``, ``async_stress``), which every key covers.
     """
     files = Files.of(project)
     pyproject = _pyproject(files.read("pyproject.toml"))

@@ -547,7 +547,7 @@ def test_test_file_keys_change_with_every_input(
     assert set(before) == every_test
     stress = {name for name in before if name.startswith("stress/")}
     assert len(stress) == len(registry.RESOURCES)
-    for name in ("tests/stress/__init__.py", "tests/stress/conftest.py", "tests/stress/toolkit.py"):
+    for name in ("tests/stress/__init__.py", "tests/stress/conftest.py"):
         original = (project / name).read_bytes()
         _changed(project, name)
         after = keys_of_test_files(project)

@@ -42,9 +42,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 GENERATED_PYPROJECT = ROOT / "template" / "pyproject.toml.jinja"
-THIRD_PARTY = frozenset({"psutil", "pytest"})
+THIRD_PARTY = frozenset({"hypothesis", "psutil", "pytest"})
 """What the runtime may import besides the standard library and itself: the test
-tools' dependencies (the generated project's ``testing`` extra and dev group)."""
+tools' dependencies (the generated project's ``testing`` extra and dev group;
+``hypothesis`` for the stress tier's ``stress`` only)."""
 
 
 def _tool_settings(tool: str, **context: str) -> str:
@@ -151,8 +152,8 @@ def test_runtime_suite_passes_on(
 
     This session runs the suite on its own Python.  The suite's own ``pytest.ini``
     holds a generated project's pytest settings; its ``conftest.py`` imports
-    nothing of the template's harness, so pytest, pytest-timeout and psutil are
-    all it needs.
+    nothing of the template's harness, so pytest, pytest-timeout, psutil and
+    hypothesis are all it needs.
     """
     found = find_python(python_version)
     if found is None:

@@ -663,6 +663,49 @@ def test_update_leaves_the_runtime_tests_to_the_template(
     check_project(project)
 
 
+BEFORE_STRESS_RUNTIME = "0eca2bc"
+"""This repository's main while the stress tier had its own ``tests/stress/toolkit.py``."""
+
+
+def test_update_moves_the_stress_toolkit_into_the_runtime(
+    tmp_path: Path, check_project: Callable[[Path], None]
+) -> None:
+    """Path 13: a project whose stress tier had its own toolkit updates cleanly.
+
+    ``tests/stress/toolkit.py`` goes (Copier deletes a file the template no longer
+    makes, even one the user added lines to below its marker; the closing message
+    lists it under ``DELETED:``, and git keeps it); ``_runtime/stress.py`` and
+    ``async_stress.py`` arrive, and the stress modules import from them.  A test
+    the user appended to a stress module merges with no conflict.
+    """
+    project = _project_from(tmp_path, BEFORE_STRESS_RUNTIME, ["file", "lock"])
+    stress = project / "tests" / "stress"
+    toolkit = stress / "toolkit.py"
+    assert toolkit.is_file()
+    helper = append_text(toolkit, user_function("user_toolkit_helper"))
+    test_files = stress / "test_files.py"
+    user_test = "\n\ndef test_by_user() -> None:\n    assert True\n"
+    kept = {test_files: [append_text(test_files, user_test)]}
+    commit_all(project, "User edits")
+
+    result = update(project, "--defaults")
+
+    assert_merged_cleanly(project, result)
+    assert not toolkit.exists()
+    deleted = result.stderr[result.stderr.index("DELETED:") :]
+    assert "\n  tests/stress/toolkit.py\n" in deleted, deleted
+    assert helper in git(project, "show", "HEAD:tests/stress/toolkit.py")
+    runtime = project / "src" / PACKAGE / registry.RUNTIME
+    assert (runtime / "stress.py").is_file()
+    assert (runtime / "async_stress.py").is_file()
+    for path in stress.glob("*.py"):
+        assert ".toolkit" not in path.read_text(encoding="utf-8"), path.name
+    assert f"from {PACKAGE}._runtime.stress import (" in test_files.read_text(encoding="utf-8")
+    assert_user_code_kept(project, kept)
+    commit_all(project, "Update to 0.2.0")
+    check_project(project)
+
+
 CHECKOUT_PIN = "actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1 # v7.0.1"
 """Today's pin of checkout in every generated workflow (one pin per action)."""
 OLDER_CHECKOUT_PIN = "actions/checkout@" + "a" * 40 + " # v6.0.0"

@@ -172,7 +172,7 @@ def test_modules_users_extend_end_with_the_code_marker(
     paths += [project / "tests" / f"test_{name}.py" for name in modules[:-1]]
     paths.append(project / "tests" / "test_toolkit.py")  # helpers' tests are the template's
     stress = project / "tests" / "stress"
-    paths += [stress / "conftest.py", stress / "toolkit.py"]
+    paths.append(stress / "conftest.py")
     paths += [stress / f"test_{name}.py" for name in modules[:-1]]
     for path in paths:
         text = path.read_text(encoding="utf-8")

@@ -9,4 +9,6 @@ The contract: ``_resource`` (and ``_async_resource``), ``_cleanup``, ``errors``;
 the helpers: ``helpers``, ``async_helpers``; the test toolkit, named by
 ``testing``: ``_process`` and ``snapshot``, ``leak_check``, ``fd_limit``,
 ``_faults``, ``conformance``, ``async_conformance``; and ``pytest_plugin``.
+The stress tier's machinery, ``stress`` and ``async_stress``, is imported by the
+project's ``tests/stress/`` alone: it needs ``hypothesis``, a dev dependency.
 """

@@ -1,14 +1,17 @@
-"""What the stress tier's modules share: crashes, real interrupts, random misuse, load.
+"""The stress tier's machinery: crashes, real interrupts, random misuse, load.
 
-Each module of the tier names its classes and how to drive them (a ``Subject``
-for the real SIGINTs, a ``Case`` for the random sequences) and runs them through
-the functions here.  ``STRESS_SEED=<seed>`` replays the random delays of a run.
+Each module of a project's stress tier (``tests/stress/``, run by
+``pytest -m stress``) names its classes and how to drive them (a ``Subject`` for
+the real SIGINTs, a ``Case`` for the random sequences) and runs them through the
+functions here; ``async_stress`` adds the asyncio classes' random sequences.
+``STRESS_SEED=<seed>`` replays the random delays of a run.
+
+Needs ``pytest`` and ``hypothesis`` (the project's dev group): nothing the
+package imports for its users imports this module.
 """
 
 from __future__ import annotations
-{% if async_classes %}
-import asyncio
-{%- endif %}
+
 import contextlib
 import faulthandler
 import functools
@@ -27,19 +30,16 @@ import traceback
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TextIO
+from typing import IO, TYPE_CHECKING, Any, ClassVar, Protocol, TextIO
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from {{ package_name }}.errors import ClosedResourceError, ReentryError
-from {{ package_name }}.testing import LeakCheck
+from .errors import ClosedResourceError, ReentryError
+from .leak_check import LeakCheck
 
 if TYPE_CHECKING:
-{%- if async_classes %}
-    import collections.abc  # its own line: the one import only async classes need
-{%- endif %}
     from collections.abc import Callable, Iterator, Mapping
     from contextlib import AbstractContextManager, ExitStack
     from types import FrameType
@@ -49,6 +49,14 @@ SEED = int(os.environ.get("STRESS_SEED") or int.from_bytes(os.urandom(4), "big")
 ``STRESS_SEED=<seed>`` replays the random delays (hypothesis prints its own)."""
 
 
+class _CaptureManager(Protocol):
+    """pytest's capture manager (its ``"capturemanager"`` plugin), as used here."""
+
+    def suspend_global_capture(self, *, in_: bool = False) -> None: ...
+
+    def resume_global_capture(self) -> None: ...
+
+
 class Figures:
     """Collects one line of figures per stress test, printed at the end of the run.
 
@@ -56,7 +64,7 @@ class Figures:
     interrupt runs step past to show the stacks of a hung attempt.
     """
 
-    def __init__(self, capture: Any = None) -> None:
+    def __init__(self, capture: _CaptureManager | None = None) -> None:
         self.lines: list[str] = []
         self.capture = capture
 
@@ -140,6 +148,10 @@ class Killer:
             text=True,
             env=env,
         )
+        if self.helper.stdin is None or self.helper.stdout is None:  # never: pipes
+            raise RuntimeError("the crash helper has no pipes")
+        self._requests: IO[str] = self.helper.stdin
+        self._replies: IO[str] = self.helper.stdout
 
     def __enter__(self) -> Killer:
         return self
@@ -149,16 +161,16 @@ class Killer:
 
     def kill(self, target: Path, start: int, delay: float) -> tuple[int, int]:
         """Start a writer, SIGKILL it after *delay* s; return (started, committed)."""
-        assert self.helper.stdin is not None
-        assert self.helper.stdout is not None
-        self.helper.stdin.write(f"{target} {start}\n")
-        self.helper.stdin.flush()
-        pid = int(self.helper.stdout.readline())
+        self._requests.write(f"{target} {start}\n")
+        self._requests.flush()
+        pid = int(self._replies.readline())
         time.sleep(delay)
         os.kill(pid, signal.SIGKILL)
-        status, _, noted = self.helper.stdout.readline().partition(" ")
-        assert "!" not in noted, f"the writer failed by itself:\n{noted}"
-        assert os.WIFSIGNALED(int(status)), f"the writer ended with status {status}"
+        status, _, noted = self._replies.readline().partition(" ")
+        if "!" in noted:
+            raise AssertionError(f"the writer failed by itself:\n{noted}")
+        if not os.WIFSIGNALED(int(status)):
+            raise AssertionError(f"the writer ended with status {status}")
         started = committed = start
         for note in noted.split():
             if note[0] == "s":
@@ -168,15 +180,13 @@ class Killer:
         return started, committed
 
     def close(self) -> None:
-        assert self.helper.stdin is not None
-        assert self.helper.stdout is not None
-        self.helper.stdin.close()  # the helper's loop ends
+        self._requests.close()  # the helper's loop ends
         try:
             self.helper.wait(10)
         finally:
             self.helper.kill()  # if it waits for a writer a failed test left
             self.helper.wait()
-            self.helper.stdout.close()
+            self._replies.close()
 
 
 # Interrupts: real signals at random moments in each class's block.
@@ -252,7 +262,8 @@ class _Interrupter:
         """Exceptions that came out as CPython 3.11's codec copy (``_rewrapped``)."""
         self._delays: queue.SimpleQueue[float | None] = queue.SimpleQueue()
         self._main = threading.get_ident()
-        assert self._main == threading.main_thread().ident, "signals go to main"
+        if self._main != threading.main_thread().ident:
+            raise AssertionError("signals go to the main thread: start it there")
         name = f"stress-{storm.signum.name.lower()}"
         self._thread = threading.Thread(target=self._run, name=name)
         self._handler: Any = None
@@ -291,9 +302,12 @@ class _Interrupter:
         raise self.raised
 
     def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
-        """Python drops an exception raised in a finalizer or a weakref callback:
+        """Count the storm's exceptions that Python drops; pass on the others.
+
+        Python drops an exception raised in a finalizer or a weakref callback:
         the storm's exception landing in one (freeing an object can run either at
-        any moment) is counted here; anything else goes to the usual hook."""
+        any moment) is counted here; anything else goes to the usual hook.
+        """
         if isinstance(unraisable.exc_value, self.storm.raises):
             self.swallowed += 1
         else:
@@ -307,7 +321,8 @@ class _Interrupter:
 
     def arm(self, delay: float) -> None:
         """Have one signal sent *delay* seconds from now."""
-        assert self.delivered == self.sent
+        if self.delivered != self.sent:
+            raise AssertionError("armed again before the last signal was handled")
         self.sent += 1
         self._delays.put(delay)
 
@@ -555,7 +570,7 @@ def _run_interrupts(
 
 
 @contextlib.contextmanager
-def _terminal(capture: Any) -> Iterator[TextIO]:
+def _terminal(capture: _CaptureManager | None) -> Iterator[TextIO]:
     """The process's own standard error, past pytest's capture; the watchdog's."""
     if capture is not None:
         capture.suspend_global_capture(in_=True)
@@ -627,11 +642,21 @@ def _held(subject: Subject, fds: dict[int, str], threads: int) -> str | None:
     return subject.held()
 
 
+_RUNTIME = __name__.rpartition(".")[0]
+_PACKAGE = _RUNTIME.rpartition(".")[0] or _RUNTIME
+"""The package around the runtime (``<package>._runtime``), whose classes' warnings
+are failures; the runtime itself where it is imported as a top-level package."""
+
+
+def _of_the_package(module: str) -> bool:
+    return module == _PACKAGE or module.startswith(f"{_PACKAGE}.")
+
+
 def _sort_warnings(caught: list[warnings.WarningMessage], tally: _Tally) -> None:
     """A package object must never need its finalizer; count the stdlib's."""
     for warning in caught:
         source = type(getattr(warning, "source", None))
-        if source.__module__.startswith("{{ package_name }}."):
+        if _of_the_package(source.__module__):
             tally.problems.append(f"released by its finalizer: {warning.message}")
         else:
             kind = source.__qualname__
@@ -658,10 +683,13 @@ def _report(
     if tally.problems:
         line += f"; FAILED: {tally.problems[0]}"
     figures.lines.append(f"{line}; block {timing}")
-    assert tally.problems == [], f"{name} (seed {SEED}): {tally.problems}"
-    assert tally.by_collector == [], f"{name} (seed {SEED}): {tally.by_collector[:5]}"
-    landed = f"only {tally.inside} {storm.label} landed in time"
-    assert tally.inside >= count, f"{name}: {landed}"
+    if tally.problems:
+        raise AssertionError(f"{name} (seed {SEED}): {tally.problems}")
+    if tally.by_collector:
+        raise AssertionError(f"{name} (seed {SEED}): {tally.by_collector[:5]}")
+    if tally.inside < count:
+        landed = f"only {tally.inside} {storm.label} landed in time"
+        raise AssertionError(f"{name}: {landed}")
 
 
 # Properties: random sequences of the ways a user can drive (or misuse) an object.
@@ -693,7 +721,9 @@ STEPS = st.lists(
             st.booleans(),
         ),
         st.tuples(
-            st.sampled_from(("close", "use", "early")), st.just(()), st.just(False)
+            st.sampled_from(("close", "use", "early")),
+            st.just(()),
+            st.just(False),  # noqa: FBT003 - a step outside a block raises nothing
         ),
     ),
     min_size=1,
@@ -719,18 +749,6 @@ def _raises(expected: type[BaseException], call: Callable[[], object]) -> None:
     except expected:
         return
     pytest.fail(f"expected {expected.__name__}")
-
-
-{%- if async_classes %}
-
-
-async def _araises(expected: type[BaseException], call: Callable[[], Any]) -> None:
-    try:
-        await call()
-    except expected:
-        return
-    pytest.fail(f"expected {expected.__name__}")
-{%- endif %}
 
 
 @dataclass
@@ -763,14 +781,14 @@ def _counting_releases(cls: type) -> Iterator[dict[int, int]]:
 
     if inspect.iscoroutinefunction(inherited):
 
-        async def counted_async(self: Any, *, succeeded: bool) -> None:
+        async def counted_async(self: object, *, succeeded: bool) -> None:
             counts[id(self)] = counts.get(id(self), 0) + 1
             await inherited(self, succeeded=succeeded)
 
         cls._release = counted_async  # type: ignore[attr-defined]
     else:
 
-        def counted(self: Any, *, succeeded: bool) -> None:
+        def counted(self: object, *, succeeded: bool) -> None:
             counts[id(self)] = counts.get(id(self), 0) + 1
             inherited(self, succeeded=succeeded)
 
@@ -805,7 +823,8 @@ class Player:
         if self.state == "open":
             self.log.append("raise" if raising else "exit")
         self.state = "closed"
-        assert self.obj.closed, "closed is false after the block"
+        if not self.obj.closed:
+            raise AssertionError("closed is false after the block")
 
     def play(self, steps: list[Step]) -> tuple[Any, bool, list[str]]:
         for kind, inner, raising in steps:
@@ -823,7 +842,8 @@ class Player:
                 error = _BodyError()
                 with pytest.raises(_BodyError) as raised:
                     self.block(inner, error)
-                assert raised.value is error, "the body's exception was replaced"
+                if raised.value is not error:
+                    raise AssertionError("the body's exception was replaced")
             else:
                 self.block(inner, None)
         self.obj.close()
@@ -872,113 +892,27 @@ class Player:
             _raises(ClosedResourceError, functools.partial(early, self.obj))
 
 
-{%- if async_classes %}
-
-
-class AsyncPlayer(Player):
-    """``Player`` for an async class: ``async with``, ``aclose()``, awaited uses."""
-
-    async def aplay(self, steps: list[Step]) -> tuple[Any, bool, list[str]]:
-        for kind, inner, raising in steps:
-            self.count(kind)
-            if kind == "close":
-                await self.obj.aclose()
-            elif kind == "use":
-                await self.ause()
-            elif kind == "early":
-                await self.aearly()
-            elif self.state != "new":
-                with pytest.raises(ReentryError):
-                    async with self.obj:
-                        pytest.fail("the body of a second async with ran")
-            elif raising:
-                error = _BodyError()
-                with pytest.raises(_BodyError) as raised:
-                    await self.ablock(inner, error)
-                assert raised.value is error, "the body's exception was replaced"
-            else:
-                await self.ablock(inner, None)
-        await self.obj.aclose()
-        await self.obj.aclose()
-        return self.obj, self.state != "new", self.log
-
-    async def ablock(self, inner: tuple[str, ...], error: _BodyError | None) -> None:
-        try:
-            async with self.obj:
-                self.state = "open"
-                for step in inner:
-                    self.count(step)
-                    if step == "use":
-                        await self.ause()
-                    elif step == "reenter":
-                        with pytest.raises(ReentryError):
-                            async with self.obj:
-                                pytest.fail("the body of a nested async with ran")
-                    elif step == "close":
-                        await self.obj.aclose()
-                        self.closed_early("close")
-                    else:
-                        await self.aearly()
-                if error is not None:
-                    raise error
-        finally:
-            self.ended(raising=error is not None)
-
-    async def ause(self) -> None:
-        use = self.case.use
-        if use is None:
-            return
-        if self.state == "open" or not self.case.guarded:
-            await use(self.obj)
-            self.log.append("use" if self.state == "open" else "use-outside")
-        else:
-            await _araises(ClosedResourceError, functools.partial(use, self.obj))
-
-    async def aearly(self) -> None:
-        early = self.case.early
-        if early is None:
-            return
-        if self.state == "open":
-            await early(self.obj)
-            self.closed_early("early")
-        else:
-            await _araises(ClosedResourceError, functools.partial(early, self.obj))
-
-
-def in_loop(
-    function: Callable[[Any], object],
-) -> Callable[[Any], collections.abc.Awaitable[object]]:
-    """*function* as a coroutine function, for the async cases."""
-
-    async def call(obj: Any) -> object:
-        return function(obj)
-
-    return call
-{%- endif %}
-
-
-def check_outcome(running: Running, obj: Any, entered: bool, log: list[str]) -> None:
+def check_outcome(running: Running, outcome: tuple[object, bool, list[str]]) -> None:
+    """Check what playing a sequence left: *outcome* is ``play``'s."""
+    obj, entered, log = outcome
     case, counts, (fds, threads) = running.case, running.counts, running.baseline
     case.tidy()
     released = case.releases(obj) if case.releases else counts.get(id(obj), 0)
-    assert released == int(entered), f"released {released} times (entered: {entered})"
-    assert (complaint := case.expect(log)) is None, complaint
-    now = open_fds()
-    assert now.keys() == fds.keys(), f"descriptors: {now} (before: {fds})"
-    assert threading.active_count() == threads, [t.name for t in threading.enumerate()]
-    assert (held := case.held()) is None, held
+    if released != int(entered):
+        raise AssertionError(f"released {released} times (entered: {entered})")
+    if (complaint := case.expect(log)) is not None:
+        raise AssertionError(complaint)
+    if (now := open_fds()).keys() != fds.keys():
+        raise AssertionError(f"descriptors: {now} (before: {fds})")
+    if threading.active_count() != threads:
+        raise AssertionError([thread.name for thread in threading.enumerate()])
+    if (held := case.held()) is not None:
+        raise AssertionError(held)
 
 
 def play(case: Case, steps: list[Step]) -> tuple[Any, bool, list[str]]:
     """Play *steps* on a new object of a synchronous *case*."""
     return Player(case).play(steps)
-{%- if async_classes %}
-
-
-def aplay(case: Case, steps: list[Step]) -> tuple[Any, bool, list[str]]:
-    """Play *steps* on a new object of an asynchronous *case*, in an event loop."""
-    return asyncio.run(AsyncPlayer(case).aplay(steps))
-{%- endif %}
 
 
 @dataclass
@@ -994,7 +928,7 @@ class Running:
         """Play *steps* on a new object, and check what followed."""
         self.case.examples += 1
         self.counts.clear()  # ids of objects already collected come back
-        check_outcome(self, *self.run(self.case, steps))
+        check_outcome(self, self.run(self.case, steps))
 
     def play_random(self) -> None:
         """Play ``EXAMPLES`` sequences of steps that hypothesis draws."""
@@ -1056,19 +990,6 @@ class StressTests:
 
     def test_random_sequences_keep_the_contract(self, sync_case: Running) -> None:
         sync_case.play_random()
-{%- if async_classes %}
-
-
-class AsyncStressTests(StressTests):
-    """``StressTests`` with the asyncio classes: ``async_cases``, as ``cases``."""
-
-    async_cases: ClassVar[Mapping[str, tuple[type, Callable[[Path, ExitStack], Case]]]]
-
-    def test_random_async_sequences_keep_the_contract(
-        self, async_case: Running
-    ) -> None:
-        async_case.play_random()
-{%- endif %}
 
 
 # Load: many threads or tasks at once, bounded in time: no deadlock, no leak.
@@ -1099,7 +1020,10 @@ def run_threads(target: Callable[[int], object], count: int) -> list[BaseExcepti
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
     stuck = [thread.name for thread in threads if thread.is_alive()]
-    assert stuck == [], f"deadlock: threads {stuck} still running after {DEADLINE} s"
+    if stuck:
+        raise AssertionError(
+            f"deadlock: threads {stuck} still running after {DEADLINE} s"
+        )
     return errors
 
 
@@ -1117,11 +1041,13 @@ def run_threads(target: Callable[[int], object], count: int) -> list[BaseExcepti
 def interrupt_at(
     event: str, function: tuple[str, ...], *callers: str
 ) -> Iterator[list[bool]]:
-    """Send this thread a SIGINT at the first *event* ("c_return" or "c_call" of a
-    C function, "call" of a Python one) of a function named one of *function*,
-    called from functions named *callers* (the innermost first), with Python's
-    own handler in place (a job started in the background inherits SIGINT
-    ignored)."""
+    """Send this thread a SIGINT at the first *event* of a function of *function*.
+
+    *event* is "c_return" or "c_call" of a C function, "call" of a Python one;
+    the function is named one of *function*, called from functions named
+    *callers* (the innermost first).  Python's own handler is in place (a job
+    started in the background inherits SIGINT ignored).
+    """
     fired: list[bool] = []
 
     def called_from(frame: FrameType | None) -> bool:
@@ -1148,6 +1074,3 @@ def interrupt_at(
     finally:
         sys.setprofile(None)
         signal.signal(signal.SIGINT, handler)
-
-
-# Your own code goes below this line: template updates change only what is above it.

@@ -1,0 +1,109 @@
+"""The stress tier's machinery keeps its own promises, where a broken one would
+blame a class: a short storm, random sequences and crashes on a trivial class."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import warnings
+from typing import TYPE_CHECKING
+
+import pytest
+from _runtime.helpers import AcquireRelease, Acquisition
+from _runtime.stress import (
+    STORMS,
+    Case,
+    Figures,
+    Killer,
+    Subject,
+    _Interrupter,
+    _run_interrupts,
+    _sort_warnings,
+    _Tally,
+    note_progress,
+    play,
+    running,
+)
+
+if TYPE_CHECKING:
+    from contextlib import ExitStack
+    from pathlib import Path
+
+raw_file = AcquireRelease(os.open, os.close)
+
+
+def test_a_storm_ended_by_another_exception_sends_no_signal_after_it() -> None:
+    # A test's timeout ends a storm wherever it is, perhaps with a signal armed:
+    # landing later, that signal would fail whatever runs next.
+    storm = STORMS["SIGALRM"]
+    handler = signal.getsignal(storm.signum)
+    with pytest.raises(TimeoutError), _Interrupter(storm) as interrupter:
+        interrupter.arm(0.05)
+        raise TimeoutError
+    time.sleep(0.1)
+    assert signal.getsignal(storm.signum) is handler
+    assert (interrupter.sent, interrupter.delivered) == (1, 0)
+
+
+@pytest.mark.parametrize("storm", ["SIGINT", "SIGALRM"])
+def test_a_short_storm_on_a_class_that_keeps_the_contract(
+    tmp_path: Path, storm: str
+) -> None:
+    path = tmp_path / "data"
+    path.write_bytes(b"")
+    subject = Subject(make=lambda: raw_file(path, os.O_RDONLY))
+    figures = Figures()
+    handler = signal.getsignal(STORMS[storm].signum)
+    _run_interrupts("raw-file", subject, figures, STORMS[storm], count=20)
+    assert signal.getsignal(STORMS[storm].signum) is handler
+    [line] = figures.lines
+    assert line.startswith("raw-file: ")
+    assert "hung: 0" in line
+    assert "FAILED" not in line
+
+
+def test_random_sequences_on_a_class_that_keeps_the_contract(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    path.write_bytes(b"")
+
+    def build(tmp_path: Path, stack: ExitStack) -> Case:
+        return Case(make=lambda: raw_file(path, os.O_RDONLY), use=lambda a: a.value)
+
+    figures = Figures()
+    cases = {"raw-file": (Acquisition, build)}
+    for case in running("raw-file", tmp_path, figures, cases, play):
+        case.play_random()
+    [line] = figures.lines
+    assert line.startswith("raw-file: 100 random sequences held")
+
+
+def test_a_package_object_released_by_its_finalizer_fails_the_run() -> None:
+    # The runtime's suite imports it as ``_runtime``: its classes are the package's.
+    tally = _Tally()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.warn("unclosed", ResourceWarning, source=raw_file, stacklevel=1)
+        warnings.warn("unclosed", ResourceWarning, source=object(), stacklevel=1)
+    _sort_warnings(caught, tally)
+    assert tally.problems == ["released by its finalizer: unclosed"]
+    assert tally.stdlib_warnings == {"object": 1}
+
+
+def _write_versions(target: Path, start: int, progress: int) -> None:
+    version = start
+    while True:
+        version += 1
+        note_progress(progress, b"s", version)
+        target.write_bytes(b"%d" % version)
+        note_progress(progress, b"c", version)
+
+
+def test_a_killed_writer_reports_what_it_started_and_committed(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "target"
+    with Killer(_write_versions) as killer:
+        for start in range(0, 50, 10):
+            started, committed = killer.kill(target, start, 0.005)
+            assert start <= committed <= started <= committed + 1
