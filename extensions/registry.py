@@ -266,6 +266,7 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "async_conformance",
     "async_helpers",
     "async_stress",
+    "children",
     "conformance",
     "errors",
     "fd_limit",

@@ -18,8 +18,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,7 +40,7 @@ def _link_runtime() -> None:
 if "_runtime" not in sys.modules:
     _link_runtime()
 
-from _runtime import pytest_plugin  # noqa: E402 - importable only now
+from _runtime import children, pytest_plugin  # noqa: E402 - importable only now
 from _runtime._resource import _TRACKED  # noqa: E402
 from _runtime.pytest_plugin import leak_check  # noqa: E402
 
@@ -117,32 +115,6 @@ def _collect_garbage() -> Iterator[None]:
 
 @pytest.fixture
 def sigint_once_in() -> Iterator[Callable[[CodeType], None]]:
-    """Send the main thread one real ``SIGINT`` once it runs a given code object.
-
-    ``sigint_once_in(function.__code__)`` starts a thread that watches the main
-    thread's stack and sends the signal 50 ms after *function* appears in it, time
-    enough to reach a wait inside; the thread is joined when the test ends.
-    """
-    main = threading.get_ident()
-    watchers: list[threading.Thread] = []
-
-    def watch(code: CodeType) -> None:
-        deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline:
-            frame = sys._current_frames().get(main)
-            while frame is not None and frame.f_code is not code:
-                frame = frame.f_back
-            if frame is not None:
-                time.sleep(0.05)  # from the call's start to its wait
-                signal.pthread_kill(main, signal.SIGINT)
-                return
-            time.sleep(0.001)
-
-    def start(code: CodeType) -> None:
-        watcher = threading.Thread(target=watch, args=(code,), name="sigint-once-in")
-        watchers.append(watcher)
-        watcher.start()
-
-    yield start
-    for watcher in watchers:
-        watcher.join()
+    """``children.sigint_once_in``: one real ``SIGINT`` once a code object runs."""
+    with children.sigint_once_in() as start:
+        yield start

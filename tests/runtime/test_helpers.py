@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from _runtime import children
 from _runtime._async_resource import AsyncResource, run_in_thread
 from _runtime._resource import (
     Resource,
@@ -47,8 +48,6 @@ from _runtime.testing import (
     check_resource,
     run_with_fd_limit,
 )
-
-from tests.runtime import children
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

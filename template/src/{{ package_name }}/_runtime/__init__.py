@@ -11,4 +11,5 @@ the helpers: ``helpers``, ``async_helpers``; the test toolkit, named by
 ``_faults``, ``conformance``, ``async_conformance``; and ``pytest_plugin``.
 The stress tier's machinery, ``stress`` and ``async_stress``, is imported by the
 project's ``tests/stress/`` alone: it needs ``hypothesis``, a dev dependency.
+``children`` (a forked child, a signal at one point) serves the project's tests.
 """

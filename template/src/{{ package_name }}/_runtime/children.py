@@ -1,7 +1,12 @@
-"""fork(): a child that leaves a block of its parent's.
+"""Test tools for the resources' tests: a forked child, a signal at one point.
 
-The generated projects' ``tests/conftest.py`` carries the same tools for the
-resources' tests; the runtime's suite imports them from here.
+``left_in_child`` (and ``async_left_in_child``) forks inside a block and lets the
+child leave it first; ``run_in_child`` runs a function in a forked child.  In
+either, the test fails if anything raised or warned in the child.
+``raising_handler``, ``signal_at_line``, ``signal_at_c_return`` and
+``sigint_once_in`` deliver a signal whose Python handler raises at one exact
+point.  The project's tests import them from here; they need ``pytest`` for
+``RAISING_SIGNALS`` alone.
 """
 
 from __future__ import annotations
@@ -12,14 +17,18 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 import traceback
 import warnings
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import pytest
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
     from contextlib import AbstractAsyncContextManager, AbstractContextManager
+    from types import CodeType, FrameType
 
 _T = TypeVar("_T")
 
@@ -85,7 +94,9 @@ def _wait_for_child(pid: int, report: int) -> None:
         os.close(report)
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
-    assert code == 0, f"the forked child ended with {code}:\n{story.decode()}"
+    if code != 0:
+        msg = f"the forked child ended with {code}:\n{story.decode()}"
+        raise AssertionError(msg)
 
 
 def run_in_child(function: Callable[[], object]) -> None:
@@ -155,11 +166,10 @@ def left_in_child(
         if not (raising and isinstance(error, LeftInChild)):
             record.append(traceback.format_exc())
     else:
-        if pid == 0 and raising:
-            assert record is not None  # made as the block started in the child
+        if pid == 0 and raising and record is not None:  # made as the child began
             record.append("the block's end swallowed LeftInChild")
     if pid == 0:
-        assert record is not None
+        record = record if record is not None else _ChildRecord()
         _finish_child(record, then, entered, write_end)
 
 
@@ -205,11 +215,10 @@ async def async_left_in_child(
         if not (raising and isinstance(error, LeftInChild)):
             record.append(traceback.format_exc())
     else:
-        if pid == 0 and raising:
-            assert record is not None  # made as the block started in the child
+        if pid == 0 and raising and record is not None:  # made as the child began
             record.append("the block's end swallowed LeftInChild")
     if pid == 0:
-        assert record is not None
+        record = record if record is not None else _ChildRecord()
         _finish_child(record, then, entered, write_end)
 
 
@@ -225,3 +234,110 @@ def _finish_child(
     except BaseException:  # noqa: BLE001 - reported to the parent
         record.append(traceback.format_exc())
     record.end(report)
+
+
+# Signals whose Python handler raises, sent at one exact point.  A server turns
+# SIGTERM into SystemExit, a timer raises from its SIGALRM handler: Python runs
+# those handlers where it runs SIGINT's.  A trace or profile hook sends the
+# signal, and Python runs the handler at its next check, as it would for a
+# signal sent from outside.
+
+RAISING_SIGNALS = [
+    pytest.param(signal.SIGALRM, KeyboardInterrupt, id="SIGALRM-KeyboardInterrupt"),
+    pytest.param(signal.SIGTERM, SystemExit, id="SIGTERM-SystemExit"),
+]
+"""``(signum, error)`` parameters: each signal with the error its handler raises."""
+
+
+@contextlib.contextmanager
+def raising_handler(
+    signum: int, error: type[BaseException], calls: list[int] | None = None
+) -> Iterator[Callable[[int, FrameType | None], None]]:
+    """Give *signum* a Python handler that raises *error* (and appends to *calls*)."""
+
+    def handler(number: int, frame: FrameType | None) -> None:
+        if calls is not None:
+            calls.append(number)
+        raise error(f"signal {number}")
+
+    previous = signal.signal(signum, handler)
+    try:
+        yield handler
+    finally:
+        signal.signal(signum, previous)
+
+
+@contextlib.contextmanager
+def signal_at_line(code: CodeType, line: int, signum: int) -> Iterator[list[bool]]:
+    """Send *signum* to this thread once, when *code* runs *line*."""
+    fired: list[bool] = []
+
+    def local(frame: FrameType, event: str, arg: object) -> Any:  # noqa: ANN401
+        if event == "line" and frame.f_lineno == line and not fired:
+            fired.append(True)
+            signal.raise_signal(signum)  # handled right here, or held back
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: object) -> Any:  # noqa: ANN401
+        return local if frame.f_code is code else None
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        yield fired
+    finally:
+        sys.settrace(previous)
+
+
+@contextlib.contextmanager
+def signal_at_c_return(function: str, signum: int) -> Iterator[list[bool]]:
+    """Send *signum* to this thread once, when the C function *function* returns."""
+    fired: list[bool] = []
+
+    def hook(frame: FrameType, event: str, arg: object) -> None:
+        if event == "c_return" and getattr(arg, "__name__", "") == function:
+            sys.setprofile(None)
+            fired.append(True)
+            signal.raise_signal(signum)  # handled right here, or held back
+
+    sys.setprofile(hook)
+    try:
+        yield fired
+    finally:
+        sys.setprofile(None)
+
+
+@contextlib.contextmanager
+def sigint_once_in() -> Iterator[Callable[[CodeType], None]]:
+    """Send the main thread one real ``SIGINT`` once it runs a given code object.
+
+    In the block, ``start(function.__code__)`` starts a thread that watches the
+    main thread's stack and sends the signal 50 ms after *function* appears in
+    it, time enough to reach a wait inside; the threads are joined as the block
+    ends.  A project's ``conftest.py`` offers it as the fixture of that name.
+    """
+    main = threading.get_ident()
+    watchers: list[threading.Thread] = []
+
+    def watch(code: CodeType) -> None:
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            frame = sys._current_frames().get(main)
+            while frame is not None and frame.f_code is not code:
+                frame = frame.f_back
+            if frame is not None:
+                time.sleep(0.05)  # from the call's start to its wait
+                signal.pthread_kill(main, signal.SIGINT)
+                return
+            time.sleep(0.001)
+
+    def start(code: CodeType) -> None:
+        watcher = threading.Thread(target=watch, args=(code,), name="sigint-once-in")
+        watchers.append(watcher)
+        watcher.start()
+
+    try:
+        yield start
+    finally:
+        for watcher in watchers:
+            watcher.join()
