@@ -20,6 +20,7 @@ from _runtime.stress import (
     _Interrupter,
     _run_interrupts,
     _sort_warnings,
+    _spin,
     _Tally,
     note_progress,
     play,
@@ -52,7 +53,11 @@ def test_a_short_storm_on_a_class_that_keeps_the_contract(
 ) -> None:
     path = tmp_path / "data"
     path.write_bytes(b"")
-    subject = Subject(make=lambda: raw_file(path, os.O_RDONLY))
+    # A body of a few milliseconds: wider than a loaded machine's scheduling
+    # jitter, which a block of microseconds would leave few signals to land in.
+    subject = Subject(
+        make=lambda: raw_file(path, os.O_RDONLY), body=lambda _: _spin(0.003)
+    )
     figures = Figures()
     handler = signal.getsignal(STORMS[storm].signum)
     _run_interrupts("raw-file", subject, figures, STORMS[storm], count=20)
