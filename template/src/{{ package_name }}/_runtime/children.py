@@ -139,38 +139,19 @@ def left_in_child(
     child, then yields what its block got: the test checks the parent's
     resource, and the parent's block ends when the test's does.
     """
-    read_end, write_end = os.pipe()
-    pid = -1
-    record: _ChildRecord | None = None
+    block = _ForkedBlock(raising=raising)
     try:
         with manager as entered:
-            if before is not None:
-                before(entered)
-            pid = _fork()
-            if pid == 0:
-                os.close(read_end)
-                record = _ChildRecord()
-                if inside is not None:
-                    inside(entered)
-                if raising:
-                    raise LeftInChild  # noqa: TRY301 - out of the block
-            else:
-                os.close(write_end)
-                _wait_for_child(pid, read_end)
+            if block.fork(entered, before, inside):
                 yield entered
     except BaseException as error:
-        if pid != 0:
+        if block.pid != 0:
             raise
-        if record is None:
-            record = _ChildRecord()
-        if not (raising and isinstance(error, LeftInChild)):
-            record.append(traceback.format_exc())
+        block.left_by(error)
     else:
-        if pid == 0 and raising and record is not None:  # made as the child began
-            record.append("the block's end swallowed LeftInChild")
-    if pid == 0:
-        record = record if record is not None else _ChildRecord()
-        _finish_child(record, then, entered, write_end)
+        block.left()
+    if block.pid == 0:
+        block.finish(then, entered)
 
 
 @contextlib.asynccontextmanager
@@ -188,52 +169,81 @@ async def async_left_in_child(
     the parent: if the block's end suspended in the child, the child would hang,
     and the parent's wait fails the test after 30 s.
     """
-    read_end, write_end = os.pipe()
-    pid = -1
-    record: _ChildRecord | None = None
+    block = _ForkedBlock(raising=raising)
     try:
         async with manager as entered:
-            if before is not None:
-                before(entered)
-            pid = _fork()
-            if pid == 0:
-                os.close(read_end)
-                record = _ChildRecord()
-                if inside is not None:
-                    inside(entered)
-                if raising:
-                    raise LeftInChild  # noqa: TRY301 - out of the block
-            else:
-                os.close(write_end)
-                _wait_for_child(pid, read_end)
+            if block.fork(entered, before, inside):
                 yield entered
     except BaseException as error:
-        if pid != 0:
+        if block.pid != 0:
             raise
-        if record is None:
-            record = _ChildRecord()
-        if not (raising and isinstance(error, LeftInChild)):
-            record.append(traceback.format_exc())
+        block.left_by(error)
     else:
-        if pid == 0 and raising and record is not None:  # made as the child began
-            record.append("the block's end swallowed LeftInChild")
-    if pid == 0:
-        record = record if record is not None else _ChildRecord()
-        _finish_child(record, then, entered, write_end)
+        block.left()
+    if block.pid == 0:
+        block.finish(then, entered)
 
 
-def _finish_child(
-    record: _ChildRecord,
-    then: Callable[[_T], object] | None,
-    entered: _T,
-    report: int,
-) -> NoReturn:
-    try:
-        if then is not None:
-            then(entered)
-    except BaseException:  # noqa: BLE001 - reported to the parent
-        record.append(traceback.format_exc())
-    record.end(report)
+class _ForkedBlock:
+    """A fork inside a block, the part ``left_in_child`` and its async twin share.
+
+    In the parent it waits for the child; in the child it records what went
+    wrong from the fork on, and ends the child.
+    """
+
+    def __init__(self, *, raising: bool) -> None:
+        self.raising = raising
+        self.read_end, self.write_end = os.pipe()
+        self.pid = -1
+        self.record: _ChildRecord | None = None
+
+    def fork(
+        self,
+        entered: _T,
+        before: Callable[[_T], object] | None,
+        inside: Callable[[_T], object] | None,
+    ) -> bool:
+        """Fork in the block: true in the parent, once the child has ended.
+
+        The child runs *inside*, then leaves the block, by raising
+        ``LeftInChild`` if ``raising``.
+        """
+        if before is not None:
+            before(entered)
+        self.pid = _fork()
+        if self.pid != 0:
+            os.close(self.write_end)
+            _wait_for_child(self.pid, self.read_end)
+            return True
+        os.close(self.read_end)
+        self.record = _ChildRecord()
+        if inside is not None:
+            inside(entered)
+        if self.raising:
+            raise LeftInChild
+        return False
+
+    def left_by(self, error: BaseException) -> None:
+        """In the child: the block ended by *error*, recorded unless expected."""
+        if self.record is None:  # the error came as the child began
+            self.record = _ChildRecord()
+        if not (self.raising and isinstance(error, LeftInChild)):
+            self.record.append("".join(traceback.format_exception(error)))
+
+    def left(self) -> None:
+        """The block ended normally: in the child, wrong if it had to raise."""
+        if self.pid == 0 and self.raising and self.record is not None:
+            self.record.append("the block's end swallowed LeftInChild")
+
+    def finish(self, then: Callable[[_T], object] | None, entered: _T) -> NoReturn:
+        """In the child: run *then*, then end the child with its record."""
+        record = self.record if self.record is not None else _ChildRecord()
+        try:
+            if then is not None:
+                then(entered)
+        except BaseException:  # noqa: BLE001 - reported to the parent
+            record.append(traceback.format_exc())
+        record.end(self.write_end)
 
 
 # Signals whose Python handler raises, sent at one exact point.  A server turns
