@@ -275,6 +275,7 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "pytest_plugin",
     "snapshot",
     "stress",
+    "suite",
     "testing",
 )
 """The modules of the runtime, which only ever import each other and the

@@ -464,10 +464,6 @@ class ResourceContext(ContextHook):
         context["public_names"] = [
             name for resource in selected for name in resource.names(async_support=async_support)
         ]
-        context["core_modules"] = [
-            *registry.CORE_MODULES,
-            *(f"{registry.RUNTIME}.{name}" for name in registry.RUNTIME_MODULES),
-        ]
         context["placeholder_answers"] = [
             name for name, value in PLACEHOLDER_ANSWERS.items() if context.get(name) == value
         ]

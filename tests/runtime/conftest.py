@@ -4,22 +4,19 @@ The runtime's modules import each other relatively, so the folder is imported as
 a package: a private folder on ``sys.path`` holds a link named ``_runtime`` to it.
 Children (the fork server of ``run_with_fd_limit``, an inner pytest session) get
 that folder from ``sys.path`` too.  The rest is what a generated project's
-``tests/conftest.py`` does: the leak-check plugin, garbage collected after each
-test, the fork server preloaded, collection's objects frozen.
+``tests/conftest.py`` registers: the leak-check plugin and ``_runtime.suite``
+(garbage collected after each test, the fork server preloaded, collection's
+objects frozen).
 """
 
 from __future__ import annotations
 
 import atexit
-import gc
-import multiprocessing
 import os
 import shutil
-import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
@@ -40,18 +37,22 @@ def _link_runtime() -> None:
 if "_runtime" not in sys.modules:
     _link_runtime()
 
-from _runtime import children, pytest_plugin  # noqa: E402 - importable only now
-from _runtime._resource import _TRACKED  # noqa: E402
+from _runtime import pytest_plugin, suite  # noqa: E402 - importable only now
 from _runtime.pytest_plugin import leak_check  # noqa: E402
+from _runtime.suite import (  # noqa: E402
+    collect_garbage,
+    pytest_collection_finish,
+    pytest_report_header,
+    sigint_once_in,
+)
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
-    from types import CodeType
-
-__all__ = ["leak_check"]
-
-_TEMPROOT = "PYTEST_DEBUG_TEMPROOT"
-_TMPFS = "/dev/shm"  # noqa: S108 - pytest makes its own private directory in it
+__all__ = [
+    "collect_garbage",
+    "leak_check",
+    "pytest_collection_finish",
+    "pytest_report_header",
+    "sigint_once_in",
+]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,61 +61,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The plugin; Python's SIGINT handler; the fork server's preload; a tmpfs.
+    """The two plugins, as a project's ``conftest.py`` registers them.
 
-    A shell starts a background job with SIGINT ignored: the tests that send this
-    process a SIGINT get Python's own handler back first.  A ``--basetemp`` or
-    ``PYTEST_DEBUG_TEMPROOT`` given by the user wins over the tmpfs.
+    The tmpfs only when the suite runs on its own: the template's session keeps
+    its renders and environments where it chose, not in memory.
     """
     pytest_plugin.pytest_configure(config)
     # The plugin's own test runs a pytest session (pytester's) of its own.
     config.pluginmanager.import_plugin("pytester")
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    multiprocessing.set_forkserver_preload(["pytest", "_runtime", "_runtime.testing"])
-    # Only when the suite runs on its own: the template's session keeps its renders
-    # and environments where it chose, not in memory.
-    alone = config.rootpath == Path(__file__).parent
-    chosen = config.option.basetemp is not None or _TEMPROOT in os.environ
-    if alone and not chosen and _roomy(_TMPFS):
-        os.environ[_TEMPROOT] = _TMPFS
-
-
-def _roomy(directory: str) -> bool:
-    """Whether *directory* is writable with 64 MiB free (the suite uses one)."""
-    try:
-        free = shutil.disk_usage(directory).free
-    except OSError:
-        return False
-    return os.access(directory, os.W_OK) and free >= 64 << 20
-
-
-def pytest_collection_finish() -> None:
-    """Freeze what collection made, so that ``gc.collect()`` stops scanning it.
-
-    The premise (a generated ``conftest.py`` says more): what is alive when
-    collection ends holds no resource that a test makes;
-    ``test_the_garbage_of_a_test_is_still_collected`` proves the rest is still
-    collected.  No instance of a tracked class may be frozen.
-    """
-    gc.collect()
-    tracked = tuple(_TRACKED)
-    found = [obj for obj in gc.get_objects() if isinstance(obj, tracked)]
-    if found:
-        msg = f"instances of tracked classes alive after collection: {found!r}"
-        raise pytest.UsageError(msg)
-    gc.freeze()
-
-
-@pytest.fixture(autouse=True)
-def _collect_garbage() -> Iterator[None]:
-    """Collect garbage after each test so that a leak fails the test that made it."""
-    yield
-    gc.collect()
-
-
-@pytest.fixture
-def sigint_once_in() -> Iterator[Callable[[CodeType], None]]:
-    """``children.sigint_once_in``: one real ``SIGINT`` once a code object runs."""
-    with children.sigint_once_in() as start:
-        yield start
+    suite.restore_sigint()
+    suite.preload_fork_server()
+    if config.rootpath == Path(__file__).parent:
+        suite.use_tmpfs(config)

@@ -2,16 +2,18 @@
 
 ``check_resource`` proves a class's block, its close, re-entry and collection;
 these are the two states it does not visit: an object closed before its block,
-and one whose acquisition failed.
+and one whose acquisition failed; and ``close_recorded``, with which a class
+releases the descriptors it recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 from _runtime._async_resource import AsyncResource
-from _runtime._resource import Resource
+from _runtime._resource import Resource, close_recorded
 from _runtime.errors import ClosedResourceError, ReentryError
 
 
@@ -128,3 +130,25 @@ def test_a_failed_async_acquisition_spends_the_object() -> None:
                 pytest.fail("the body must not run")
 
     asyncio.run(main())
+
+
+def test_close_recorded_closes_the_last_descriptors_and_forgets_each() -> None:
+    record = [os.open(os.devnull, os.O_RDONLY) for _ in range(3)]
+    first = record[0]
+    close_recorded(record, 2)
+    assert record == [first]
+    close_recorded(record)
+    assert record == []
+    close_recorded(record)  # nothing left: nothing to do
+
+
+def test_close_recorded_stops_at_a_failed_close_and_keeps_the_rest_listed() -> None:
+    kept = os.open(os.devnull, os.O_RDONLY)
+    already_closed = os.open(os.devnull, os.O_RDONLY)
+    os.close(already_closed)
+    record = [kept, already_closed]
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        close_recorded(record)
+    assert record == [kept]  # popped and failed: forgotten; the rest still listed
+    close_recorded(record)
+    assert record == []

@@ -112,3 +112,53 @@ def test_a_killed_writer_reports_what_it_started_and_committed(
         for start in range(0, 50, 10):
             started, committed = killer.kill(target, start, 0.005)
             assert start <= committed <= started <= committed + 1
+
+
+STRESS_CONFTEST = """
+from _runtime.async_stress import async_case
+from _runtime.stress import figures, pytest_generate_tests, sync_case
+"""
+
+STRESS_MODULE = """
+import os
+from _runtime.async_stress import AsyncStressTests
+from _runtime.helpers import AcquireRelease, Acquisition
+from _runtime.stress import Case, Subject
+
+raw_file = AcquireRelease(os.open, os.close)
+
+
+def subject(tmp_path, stack):
+    return Subject(make=lambda: raw_file(os.devnull, os.O_RDONLY))
+
+
+def case(tmp_path, stack):
+    return Case(make=lambda: raw_file(os.devnull, os.O_RDONLY))
+
+
+class TestStress(AsyncStressTests):
+    subjects = {"one": subject, "two": subject}
+    cases = {"raw": (Acquisition, case)}
+    async_cases = {"first": (Acquisition, case)}
+"""
+
+
+def test_the_tiers_hook_parametrizes_every_test_by_the_classes_it_names(
+    pytester: pytest.Pytester,
+) -> None:
+    # What a project's tests/stress/conftest.py imports, on a class of two subjects
+    # and one sync and one async case: each test once per name, nothing else.
+    pytester.makeconftest(STRESS_CONFTEST)
+    pytester.makepyfile(test_tier=STRESS_MODULE)
+    items, _ = pytester.inline_genitems("-p", "no:cacheprovider")
+    collected = sorted(item.nodeid.partition("::TestStress::")[2] for item in items)
+    assert collected == [
+        "test_raising_signal_handlers_leave_nothing_held[one-SIGALRM]",
+        "test_raising_signal_handlers_leave_nothing_held[one-SIGTERM]",
+        "test_raising_signal_handlers_leave_nothing_held[two-SIGALRM]",
+        "test_raising_signal_handlers_leave_nothing_held[two-SIGTERM]",
+        "test_random_async_sequences_keep_the_contract[first]",
+        "test_random_sequences_keep_the_contract[raw]",
+        "test_real_sigints_leave_nothing_held[one]",
+        "test_real_sigints_leave_nothing_held[two]",
+    ]

@@ -48,6 +48,7 @@ removed, a child process killed, a socket shut down).
 
 from __future__ import annotations
 
+import collections
 import functools
 import gc
 import itertools
@@ -80,6 +81,7 @@ __all__ = [
     "Lifecycle",
     "Resource",
     "close_copy",
+    "close_recorded",
     "deferred_interrupts",
     "join_thread",
     "live_resources",
@@ -167,6 +169,17 @@ def record_call(record: list[T], function: Callable[..., T], *args: object) -> T
     """
     record.extend(itertools.starmap(function, (args,)))
     return record[-1]
+
+
+def close_recorded(record: list[int], count: int | None = None) -> None:
+    """Close and forget the last *count* descriptors of *record* (default: all).
+
+    ``list.pop`` hands each to ``os.close`` inside C code: no interrupt can land
+    between the two and lose one, or leave one listed once closed.  One can land
+    between two of them, or before the first: what is left stays listed.
+    """
+    pops = itertools.repeat(record, len(record) if count is None else count)
+    collections.deque(map(os.close, map(list.pop, pops)), maxlen=0)
 
 
 _SIGINT = signal.SIGINT

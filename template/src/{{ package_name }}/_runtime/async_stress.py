@@ -14,14 +14,23 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pytest
 
 from .errors import ClosedResourceError, ReentryError
-from .stress import Case, Player, Running, Step, StressTests, _BodyError
+from .stress import (
+    Case,
+    Figures,
+    Player,
+    Running,
+    Step,
+    StressTests,
+    _BodyError,
+    running,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import Awaitable, Callable, Iterator, Mapping
     from contextlib import ExitStack
     from pathlib import Path
 
-__all__ = ["AsyncPlayer", "AsyncStressTests", "aplay", "in_loop"]
+__all__ = ["AsyncPlayer", "AsyncStressTests", "aplay", "async_case", "in_loop"]
 
 
 async def _araises(expected: type[BaseException], call: Callable[[], Any]) -> None:
@@ -128,3 +137,12 @@ class AsyncStressTests(StressTests):
         self, async_case: Running
     ) -> None:
         async_case.play_random()
+
+
+@pytest.fixture
+def async_case(
+    request: pytest.FixtureRequest, tmp_path: Path, figures: Figures
+) -> Iterator[Running]:
+    """The class of the test class's ``async_cases`` that the parameter names."""
+    cases = request.cls.async_cases
+    yield from running(request.param, tmp_path, figures, cases, aplay)

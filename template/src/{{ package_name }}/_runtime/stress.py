@@ -974,7 +974,8 @@ class StressTests:
     A subclass (``TestStress`` in each module of the tier) names them:
     ``subjects`` maps a name to a function that builds the ``Subject`` of a class,
     ``cases`` a name to a class and a function that builds its ``Case``.  The
-    tier's ``conftest.py`` parametrizes each test with those names.
+    tier's ``conftest.py`` takes ``pytest_generate_tests`` from here, which
+    parametrizes each test with those names.
     """
 
     subjects: ClassVar[Mapping[str, Callable[[Path, ExitStack], Subject]]]
@@ -995,6 +996,38 @@ class StressTests:
 
     def test_random_sequences_keep_the_contract(self, sync_case: Running) -> None:
         sync_case.play_random()
+
+
+# The tier's conftest.py imports the hook and the fixtures below.
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test of a ``StressTests`` class once per class it names."""
+    tests = metafunc.cls
+    if tests is None or not issubclass(tests, StressTests):
+        return
+    if "subject" in metafunc.fixturenames:
+        metafunc.parametrize("subject", list(tests.subjects))
+    for fixture, listed in (("sync_case", "cases"), ("async_case", "async_cases")):
+        if fixture in metafunc.fixturenames:
+            names = list(getattr(tests, listed))
+            metafunc.parametrize(fixture, names, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def figures(pytestconfig: pytest.Config) -> Figures:
+    """The run's figures, printed in a "stress figures" section at its end."""
+    plugin = Figures(pytestconfig.pluginmanager.getplugin("capturemanager"))
+    pytestconfig.pluginmanager.register(plugin, "stress-figures")
+    return plugin
+
+
+@pytest.fixture
+def sync_case(
+    request: pytest.FixtureRequest, tmp_path: Path, figures: Figures
+) -> Iterator[Running]:
+    """The class of the test class's ``cases`` that the parameter names."""
+    yield from running(request.param, tmp_path, figures, request.cls.cases, play)
 
 
 # Load: many threads or tasks at once, bounded in time: no deadlock, no leak.
