@@ -11,5 +11,7 @@ the helpers: ``helpers``, ``async_helpers``; the test toolkit, named by
 ``_faults``, ``conformance``, ``async_conformance``; and ``pytest_plugin``.
 The stress tier's machinery, ``stress`` and ``async_stress``, is imported by the
 project's ``tests/stress/`` alone: it needs ``hypothesis``, a dev dependency.
-``children`` (a forked child, a signal at one point) serves the project's tests.
+``children`` (a forked child, a signal at one point) serves the project's tests,
+and ``suite`` (a pytest plugin) sets up their session; ``_checks`` holds the
+argument checks that several resources share.
 """
