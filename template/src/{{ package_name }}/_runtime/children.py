@@ -28,7 +28,7 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
     from contextlib import AbstractAsyncContextManager, AbstractContextManager
-    from types import CodeType, FrameType
+    from types import CodeType, FrameType, TracebackType
 
 _T = TypeVar("_T")
 
@@ -140,16 +140,9 @@ def left_in_child(
     resource, and the parent's block ends when the test's does.
     """
     block = _ForkedBlock(raising=raising)
-    try:
-        with manager as entered:
-            if block.fork(entered, before, inside):
-                yield entered
-    except BaseException as error:
-        if block.pid != 0:
-            raise
-        block.left_by(error)
-    else:
-        block.left()
+    with block, manager as entered:
+        if block.fork(entered, before, inside):
+            yield entered
     if block.pid == 0:
         block.finish(then, entered)
 
@@ -170,16 +163,10 @@ async def async_left_in_child(
     and the parent's wait fails the test after 30 s.
     """
     block = _ForkedBlock(raising=raising)
-    try:
+    with block:
         async with manager as entered:
             if block.fork(entered, before, inside):
                 yield entered
-    except BaseException as error:
-        if block.pid != 0:
-            raise
-        block.left_by(error)
-    else:
-        block.left()
     if block.pid == 0:
         block.finish(then, entered)
 
@@ -223,17 +210,31 @@ class _ForkedBlock:
             raise LeftInChild
         return False
 
-    def left_by(self, error: BaseException) -> None:
-        """In the child: the block ended by *error*, recorded unless expected."""
-        if self.record is None:  # the error came as the child began
-            self.record = _ChildRecord()
-        if not (self.raising and isinstance(error, LeftInChild)):
-            self.record.append("".join(traceback.format_exception(error)))
+    def __enter__(self) -> None:
+        pass
 
-    def left(self) -> None:
-        """The block ended normally: in the child, wrong if it had to raise."""
-        if self.pid == 0 and self.raising and self.record is not None:
-            self.record.append("the block's end swallowed LeftInChild")
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        error: BaseException | None,
+        traceback_: TracebackType | None,
+    ) -> bool:
+        """Record in the child how the block ended, and keep its error there.
+
+        In the parent (and before the fork) an error goes on.  In the child it
+        is recorded unless expected, and a normal end is wrong if it had to
+        raise.
+        """
+        if self.pid != 0:
+            return False
+        if self.record is None:  # an error that came as the child began
+            self.record = _ChildRecord()
+        if error is None:
+            if self.raising:
+                self.record.append("the block's end swallowed LeftInChild")
+        elif not (self.raising and isinstance(error, LeftInChild)):
+            self.record.append("".join(traceback.format_exception(error)))
+        return True
 
     def finish(self, then: Callable[[_T], object] | None, entered: _T) -> NoReturn:
         """In the child: run *then*, then end the child with its record."""
