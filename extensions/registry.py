@@ -272,6 +272,7 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "fd_limit",
     "helpers",
     "leak_check",
+    "leftovers",
     "pytest_plugin",
     "snapshot",
     "stress",

@@ -26,27 +26,30 @@ from jinja2 import Environment
 from jinja2.ext import Extension
 
 
-def _load_registry() -> ModuleType:
-    """Execute the ``registry.py`` beside this file, every time this module is loaded.
+def _load(path: Path, kind: str) -> ModuleType:
+    """Execute the Python file *path* of the template, every time this module is loaded.
 
     There is deliberately no cache: ``copier update`` renders the old and the new
-    template version in one process, and each render must use its own registry.  The
+    template version in one process, and each render must use its own files.  The
     module is still registered in ``sys.modules`` while it runs (dataclasses look up
     ``sys.modules[cls.__module__]``), under a name unique to the file's path and bytes.
     """
-    path = Path(__file__).with_name("registry.py").resolve()
+    path = path.resolve()
     digest = hashlib.sha256(str(path).encode() + b"\0" + path.read_bytes()).hexdigest()[:16]
-    name = f"copier_template_extensions.resource_registry_{digest}"
+    name = f"copier_template_extensions.{kind}_{digest}"
     spec = spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load the resource registry from {__file__}")
+        raise ImportError(f"cannot load the {kind} from {path}")
     module = module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
-registry = _load_registry()
+registry = _load(Path(__file__).with_name("registry.py"), "resource_registry")
+_RUNTIME = Path(__file__).parent.parent / "template/src/{{ package_name }}" / registry.RUNTIME
+leftovers = _load(_RUNTIME / "leftovers.py", "update_leftovers")
+"""The generated runtime's scanner, which the project's own test runs too."""
 
 MAX_PACKAGE_NAME = 20
 RESERVED_PACKAGE_NAMES = frozenset({"test", "tests", "src", "docs", "setup", "site", "stress"})
@@ -318,27 +321,6 @@ def relative_source_problem(src_path: object) -> str:
     )
 
 
-CONFLICT_START = "<" * 7
-CONFLICT_END = ">" * 7
-LEFTOVER_SUFFIXES = (".rej", ".orig")
-_SKIPPED_DIRS = frozenset(
-    {".git", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__", "site"}
-    | {".mypy_cache", ".ruff_cache", ".pytest_cache", "build", "dist"}
-)
-
-
-def _has_conflict_markers(path: Path) -> bool:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return False
-    if b"\0" in data[:8192]:
-        return False
-    lines = data.splitlines()
-    marker = [line.split(b" ", 1)[0] for line in lines if line[:7] in (b"<" * 7, b">" * 7)]
-    return CONFLICT_START.encode() in marker and CONFLICT_END.encode() in marker
-
-
 def renamed_package_problem(name: object, project: object, answers_file: object) -> str:
     """Refuse a ``package_name`` other than the one the project's answers record.
 
@@ -388,23 +370,14 @@ def update_deletions(project: object) -> list[str]:
 
 
 def update_leftovers(project: object) -> list[str]:
-    """Files of *project* that an update left unresolved, sorted.
+    """Files of *project* that an update left unresolved, in the project's order.
 
     That is every file with conflict markers (a ``<<<<<<<`` line and a ``>>>>>>>``
-    line) and every ``*.rej`` or ``*.orig`` file.  Virtual environments, caches and
-    ``.git`` are skipped.  Used by ``_message_after_update``; reads, never writes.
+    line) and every ``*.rej`` or ``*.orig`` file, as the project's
+    ``tests/test_update_leftovers.py`` finds them (``_runtime/leftovers.py``).
+    Used by ``_message_after_update``; reads, never writes.
     """
-    root = Path(str(project))
-    found = []
-    for folder, dirs, files in os.walk(root):
-        here = Path(folder)
-        dirs[:] = sorted(
-            d for d in dirs if d not in _SKIPPED_DIRS and not (here / d / "pyvenv.cfg").exists()
-        )
-        for name in sorted(files):
-            path = here / name
-            if name.endswith(LEFTOVER_SUFFIXES) or _has_conflict_markers(path):
-                found.append(path.relative_to(root).as_posix())
+    found: list[str] = list(leftovers.leftovers(Path(str(project))))
     return found
 
 

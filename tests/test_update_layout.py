@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import copier
+import jinja2
 import pytest
 import yaml
 from packaging.version import Version
 
 import template as extension  # extensions/template.py (tests.matrix puts it on the path)
 from tests.conftest import BIN, run_in, tool_env
-from tests.matrix import DEFAULT_ANSWERS, PACKAGE, ROOT, registry
+from tests.matrix import DEFAULT_ANSWERS, PACKAGE, ROOT, TEMPLATE_RUNTIME, registry
 from tests.updating import CODE_MARKER, EXPORTS_MARKER, user_function
 
 if TYPE_CHECKING:
@@ -180,14 +181,17 @@ def test_modules_users_extend_end_with_the_code_marker(
         assert text.count(CODE_MARKER) == 1, path.name
 
 
-LEFTOVERS_TEST = ROOT / "template" / "tests" / "test_update_leftovers.py"
+LEFTOVERS_TEST = ROOT / "template" / "tests" / "test_update_leftovers.py.jinja"
 MARKED = "x = 1\n<<<<<<< before updating\nx = 2\n=======\nx = 3\n>>>>>>> after updating\n"
 
 
 def _tree_with_leftovers(root: Path) -> Path:
     (root / "tests").mkdir(parents=True)
-    shutil.copy2(LEFTOVERS_TEST, root / "tests" / LEFTOVERS_TEST.name)
-    (root / "src").mkdir()
+    test = jinja2.Template(LEFTOVERS_TEST.read_text(encoding="utf-8"), keep_trailing_newline=True)
+    test.stream(package_name=PACKAGE).dump(str(root / "tests" / LEFTOVERS_TEST.stem))
+    runtime = root / "src" / PACKAGE / registry.RUNTIME
+    runtime.mkdir(parents=True)
+    shutil.copy2(TEMPLATE_RUNTIME / "leftovers.py", runtime)
     (root / "src" / "module.py").write_text(MARKED, encoding="utf-8")
     (root / "README.md").write_text("Title\n=======\n\nText.\n", encoding="utf-8")
     (root / "README.md.rej").write_text("@@ -1 +1 @@\n", encoding="utf-8")

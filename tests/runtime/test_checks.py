@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import pathlib
@@ -13,6 +14,8 @@ from _runtime._checks import (
     C_INT_MS_MAX,
     FROM_0_TO_C_INT_MS,
     FROM_0_TO_TIMEOUT_MAX,
+    checked_choice,
+    checked_instance,
     checked_path,
     checked_seconds,
     checked_timeout,
@@ -43,6 +46,34 @@ def test_checked_path_refuses_anything_else_naming_the_argument(
         checked_path(path, "database")
     with pytest.raises(TypeError, match=r"^path must be"):
         checked_path(path)
+
+
+def test_checked_instance_names_the_class_by_its_package() -> None:
+    given = pathlib.PurePosixPath("a")
+    assert checked_instance(given, pathlib.PurePath, "path") is given
+    message = "^connection must be a pathlib.PurePath, not str$"
+    with pytest.raises(TypeError, match=message):
+        checked_instance("a", pathlib.PurePath, "connection")
+    # Defined in json.decoder, exported as json.JSONDecoder (as psycopg.Connection).
+    assert json.JSONDecoder.__module__ == "json.decoder"
+    with pytest.raises(TypeError, match=r"^decoder must be a json\.JSONDecoder, not int$"):
+        checked_instance(3, json.JSONDecoder, "decoder")
+
+
+@pytest.mark.parametrize(("value", "kept"), [("w", True), ("wb", True), ("a", False)])
+def test_checked_choice_takes_a_choice_and_names_them_all_otherwise(
+    value: str, kept: bool
+) -> None:
+    if kept:
+        assert checked_choice(value, ("w", "wb"), "mode") is value
+    else:
+        with pytest.raises(ValueError, match="^mode must be one of 'w', 'wb', not 'a'$"):
+            checked_choice(value, ("w", "wb"), "mode")
+
+
+def test_checked_choice_refuses_an_unhashable_value_as_any_other() -> None:
+    with pytest.raises(ValueError, match=r"not \['w'\]$"):
+        checked_choice(["w"], ("w", "wb"), "mode")  # type: ignore[arg-type]
 
 
 def test_wrong_type_names_the_argument_and_the_given_type() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import PurePath
+from typing import TypeVar
 
 __all__ = [
     "C_INT_MS_MAX",
@@ -16,12 +17,15 @@ __all__ = [
     "FROM_0_TO_TIMEOUT_MAX",
     "PATH_TYPES",
     "StrPath",
+    "checked_choice",
+    "checked_instance",
     "checked_path",
     "checked_seconds",
     "checked_timeout",
     "wrong_type",
 ]
 
+T = TypeVar("T")
 StrPath = str | os.PathLike[str]
 PATH_TYPES = (PurePath, str, os.PathLike)
 """What a path may be, in the order that checks a ``Path`` fastest: the
@@ -42,6 +46,26 @@ FROM_0_TO_TIMEOUT_MAX = (
 def wrong_type(name: str, expected: str, value: object) -> TypeError:
     """The error for argument *name*, which must be *expected*, given *value*."""
     return TypeError(f"{name} must be {expected}, not {type(value).__name__}")
+
+
+def checked_instance(value: object, kind: type[T], name: str) -> T:
+    """*value*, an instance of *kind*; else ``TypeError``.
+
+    The error names *kind* by its top-level package, as ``sqlite3`` and
+    ``psycopg`` export their connections: ``psycopg.Connection``.
+    """
+    if isinstance(value, kind):
+        return value
+    package = kind.__module__.partition(".")[0]
+    raise wrong_type(name, f"a {package}.{kind.__qualname__}", value)
+
+
+def checked_choice(value: T, choices: tuple[T, ...], name: str) -> T:
+    """*value*, one of *choices* (compared with ``==``); else ``ValueError``."""
+    if value in choices:
+        return value
+    msg = f"{name} must be one of {', '.join(map(repr, choices))}, not {value!r}"
+    raise ValueError(msg)
 
 
 def checked_path(value: object, name: str = "path") -> StrPath:
