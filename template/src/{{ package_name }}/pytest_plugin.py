@@ -1,10 +1,7 @@
-"""pytest plugin: leak-check a test in one line.
+"""pytest plugin: leak-check a test in one line (the runtime's ``pytest_plugin``).
 
-Register it in ``tests/conftest.py`` (``pytest_plugins = ["<package>.pytest_plugin"]``);
-then the ``leak_check`` marker, the ``leak_check`` fixture and ``pytest --leak-check``
-run a test's body inside ``testing.LeakCheck``.  The plugin is the template's
-runtime (``_runtime/pytest_plugin.py``); this module is its name in the package.
-
+Registered in ``tests/conftest.py``: the ``leak_check`` marker, the ``leak_check``
+fixture and ``pytest --leak-check`` run a test's body inside ``testing.LeakCheck``.
 Needs ``psutil`` (the ``testing`` extra).
 """
 
