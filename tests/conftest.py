@@ -633,6 +633,14 @@ class Preloaded:
             stdout=subprocess.PIPE,
             text=True,
         )
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], 300)
+        line = self.process.stdout.readline() if ready else ""
+        if not line:
+            self.close()
+            raise AssertionError(f"the preloaded {python} did not start")
+        self.skipped: list[str] = json.loads(line)["skipped"]
+        """The patches of ``CodeMemo`` that do not fit this interpreter's packages."""
 
     def run(
         self, project: Path, tool: str, *args: str, timeout: float = 600
@@ -696,6 +704,8 @@ def run_preloaded(
             tools = ("pytest", "mypy", "zensical") if here else ("pytest",)
             memo = _shared_root(tmp_path_factory) / "code-memo"  # keyed by interpreter too
             servers[interpreter] = Preloaded(interpreter, tools, memo)
+            if servers[interpreter].skipped:  # once per server: the runs go on without
+                pytest.fail("\n".join(servers[interpreter].skipped), pytrace=False)
         kind = tool if tool != "pytest" else f"{tool} (Python {version_of(interpreter)})"
         with spent(kind):
             result = servers[interpreter].run(project, tool, *args, timeout=timeout)

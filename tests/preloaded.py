@@ -19,8 +19,10 @@ every module of the project, and pytest rewrote every test module, from source: 
 third of a package test's run.  ``CodeMemo`` keeps what they compiled by content,
 in a folder that every child shares (``python preloaded.py TOOLS MEMO``).
 
-Protocol: one JSON request per line on standard input (``tool``, ``cwd``, ``args``,
-``timeout``), one JSON answer per line on standard output (``returncode``,
+Protocol: once ready, a JSON line on standard output (``skipped``: the patches
+``CodeMemo.install`` left out); then one JSON request per line on standard input
+(``tool``, ``cwd``, ``args``, ``timeout``), one JSON answer per line on standard
+output (``returncode``,
 ``output``: the path of the file holding the run's merged stdout and stderr,
 ``timed_out``).  This file runs on any interpreter that has pytest (the 3.12 and
 3.13 environments of the matrix have no mypy): it imports nothing from ``tests``.
@@ -28,13 +30,13 @@ Protocol: one JSON request per line on standard input (``tool``, ``cwd``, ``args
 
 from __future__ import annotations
 
-import _imp
 import contextlib
 import gc
 import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
+import inspect
 import json
 import marshal
 import os
@@ -44,12 +46,12 @@ import signal
 import sys
 import tempfile
 import time
+import types
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import types
     from collections.abc import Callable
 
 GENERATED_PYTEST_PLUGINS = ("pytest_cov.plugin", "pytest_timeout", "_hypothesis_pytestplugin")
@@ -120,16 +122,28 @@ class CodeMemo:
     """Code objects by the content they were compiled from, shared by every child.
 
     Premise: ``compile`` makes the same code object from the same source on the
-    same interpreter (``importlib.util.MAGIC_NUMBER``, the optimisation level),
-    wherever the file lies, but for ``co_filename``, which is set on load the
-    way importlib sets it on a ``.pyc`` whose source moved
-    (``_imp._fix_co_filename``).  pytest's rewrite of a test module is a function
+    same interpreter (``importlib.util.MAGIC_NUMBER``, the optimisation level, the
+    loader's arguments), wherever the file lies, but for ``co_filename``, which is
+    set again on load, in every nested code object, as importlib does for a
+    ``.pyc`` whose source moved.  pytest's rewrite of a test module is a function
     of its source, pytest's version and the ``enable_assertion_pass_hook``
     setting; the path only names the file in its warnings.  A compile or rewrite
     that warns is not kept: it runs again, warnings and all, in every child.
     ``tests/test_harness.py`` compares every module of a render, compiled and
     rewritten through the memo at another path, with a plain compile there.
+
+    Modules reach the memo through importlib's public path hooks: a
+    ``FileFinder`` whose source loader is ``_MemoLoader``, ahead of the default
+    one.  pytest has no public hook for its rewrite, so the memo replaces its
+    private ``_rewrite_test``, only where that function is what the replacement
+    was written for (``REWRITE_PARAMETERS``); elsewhere the rewrite is left
+    alone, and ``install`` names the patch it skipped (a test of the harness
+    fails on it, once).
     """
+
+    REWRITE_PARAMETERS = ("fn", "config")
+    """``_pytest.assertion.rewrite._rewrite_test``'s parameters, from pytest 9.0 on:
+    it returns the source's ``os.stat_result`` and the rewritten code."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -147,9 +161,8 @@ class CodeMemo:
             data = (self.folder / key).read_bytes()
         except FileNotFoundError:
             return None
-        code = marshal.loads(data)
-        _imp._fix_co_filename(code, path)  # type: ignore[attr-defined]
-        return code  # type: ignore[no-any-return]
+        code: types.CodeType = marshal.loads(data)
+        return _named(code, path)
 
     def store(self, key: str, code: types.CodeType) -> None:
         fd, temporary = tempfile.mkstemp(dir=self.folder, prefix=".part-")
@@ -172,36 +185,75 @@ class CodeMemo:
         self.store(key, code)
         return code
 
-    def install(self) -> None:
-        """Route module compiles and pytest's rewrites through the memo (inherited by forks)."""
+    def install(self) -> list[str]:
+        """Route module compiles and pytest's rewrites through the memo (inherited by forks).
+
+        Returns the patches it skipped, each named with the reason: empty where
+        every one fits.
+        """
         memo = self
-        loader_class = importlib.machinery.SourceFileLoader
-        plain_source_to_code = loader_class.source_to_code
 
-        def source_to_code(
-            loader: Any, data: bytes, path: str, *, _optimize: int = -1
-        ) -> types.CodeType:
-            return memo.compiled(
-                memo.key("module", str(_optimize), data),
-                path,
-                lambda: plain_source_to_code(loader, data, path, _optimize=_optimize),
-            )
+        class _MemoLoader(importlib.machinery.SourceFileLoader):
+            def source_to_code(  # type: ignore[override]
+                self, data: bytes, path: str, *args: Any, **kwargs: Any
+            ) -> types.CodeType:
+                arguments = repr((args, sorted(kwargs.items())))
+                return memo.compiled(
+                    memo.key("module", arguments, data),
+                    path,
+                    lambda: super(_MemoLoader, self).source_to_code(data, path, *args, **kwargs),
+                )
 
-        loader_class.source_to_code = source_to_code  # type: ignore[assignment,method-assign]
+        machinery = importlib.machinery
+        sys.path_hooks.insert(
+            0,
+            machinery.FileFinder.path_hook(
+                (machinery.ExtensionFileLoader, machinery.EXTENSION_SUFFIXES),
+                (_MemoLoader, machinery.SOURCE_SUFFIXES),
+                (machinery.SourcelessFileLoader, machinery.BYTECODE_SUFFIXES),
+            ),
+        )
+        sys.path_importer_cache.clear()  # finders made before use the default loader
         rewrite = sys.modules.get("_pytest.assertion.rewrite")
         if rewrite is None:
-            return
-        plain_rewrite_test = rewrite._rewrite_test
+            return []
         version = sys.modules["pytest"].__version__
+        plain_rewrite_test = getattr(rewrite, "_rewrite_test", None)
+        parameters = () if plain_rewrite_test is None else _parameters(plain_rewrite_test)
+        if plain_rewrite_test is None or parameters != self.REWRITE_PARAMETERS:
+            return [
+                f"CodeMemo's patch of pytest's private _rewrite_test: pytest {version} "
+                f"has {'_rewrite_test' + str(parameters) if parameters else 'none'}, "
+                f"the patch takes {self.REWRITE_PARAMETERS}; its rewrites are not kept"
+            ]
 
-        def _rewrite_test(fn: Path, config: Any) -> tuple[bytes, types.CodeType]:
+        def _rewrite_test(fn: Path, config: Any) -> tuple[os.stat_result, types.CodeType]:
             source = fn.read_bytes()
             hook = repr(config.getini("enable_assertion_pass_hook"))
             key = memo.key("rewrite", version, hook, source)
             code = memo.compiled(key, str(fn), lambda: plain_rewrite_test(fn, config)[1])
-            return importlib.util.source_hash(source), code
+            return fn.stat(), code
 
         rewrite._rewrite_test = _rewrite_test  # type: ignore[attr-defined]
+        return []
+
+
+def _named(code: types.CodeType, path: str) -> types.CodeType:
+    """*code*, and every code object nested in it, with *path* as its file name."""
+    if code.co_filename == path:
+        return code
+    constants = tuple(
+        _named(constant, path) if isinstance(constant, types.CodeType) else constant
+        for constant in code.co_consts
+    )
+    return code.replace(co_filename=path, co_consts=constants)
+
+
+def _parameters(function: Callable[..., Any]) -> tuple[str, ...]:
+    try:
+        return tuple(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return ()
 
 
 def _run_tool(tool: str, args: list[str]) -> None:
@@ -295,14 +347,17 @@ def _wait(pid: int, timeout: float) -> tuple[int, bool]:
 
 def serve(tools: list[str], memo: Path | None = None) -> None:
     preload(tools)
+    skipped = []
     if memo is not None:
         memo.mkdir(parents=True, exist_ok=True)
-        CodeMemo(memo).install()
+        skipped = CodeMemo(memo).install()
     # The preloaded objects stay out of the children's collections: without this,
     # every full collection in a child walks them all (and copies the pages it
     # touches), which made a Zensical build 0.2 s slower with pytest and mypy loaded.
     gc.freeze()
     answers = sys.stdout
+    answers.write(json.dumps({"skipped": skipped}) + "\n")  # ready, and what it left out
+    answers.flush()
     for line in sys.stdin:
         request = json.loads(line)
         fd, output = tempfile.mkstemp(prefix="preloaded-", suffix=".out")

@@ -666,7 +666,7 @@ def test_skeletons_spare_the_tutorial_a_run_per_family(
 MEMO_CHECK = """\
 import sys
 import warnings
-from importlib.machinery import SourceFileLoader
+from importlib.machinery import PathFinder
 from pathlib import Path
 
 sys.path.insert(0, sys.argv[1])
@@ -678,7 +678,7 @@ from _pytest.assertion import rewrite
 plain_rewrite = rewrite._rewrite_test
 memo = CodeMemo(Path(sys.argv[2]))
 memo.folder.mkdir()
-memo.install()
+assert memo.install() == [], "a patch of CodeMemo does not fit"
 
 
 class Config:
@@ -698,7 +698,9 @@ def filenames(code):
 def through_memo(path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        code = SourceFileLoader(path.stem, str(path)).get_code(path.stem)
+        spec = PathFinder.find_spec(path.stem, [str(path.parent)])
+        assert type(spec.loader).__name__ == "_MemoLoader", spec.loader
+        code = spec.loader.get_code(path.stem)
         rewritten = rewrite._rewrite_test(path, Config())[1]
     return code, rewritten, [str(w.message) for w in caught]
 
@@ -737,6 +739,38 @@ def test_memoised_code_is_what_a_plain_compile_makes(
     result = run_in(tmp_path, check, 300)
     assert result.returncode == 0, result.stderr
     assert int(result.stdout) > 30
+
+
+UNFIT_REWRITE = """\
+import sys
+from pathlib import Path
+
+sys.path.insert(0, sys.argv[1])
+from preloaded import CodeMemo, preload
+
+preload(["pytest"])
+from _pytest.assertion import rewrite
+
+
+def _rewrite_test(fn, config, extra):
+    return "pytest's own"
+
+
+rewrite._rewrite_test = _rewrite_test
+memo = CodeMemo(Path(sys.argv[2]))
+memo.folder.mkdir()
+print(memo.install()[0])
+assert rewrite._rewrite_test is _rewrite_test, "an unfit rewrite was replaced"
+"""
+
+
+def test_a_pytest_whose_rewrite_changed_is_named_and_left_alone(tmp_path: Path) -> None:
+    """The memo's one private patch is skipped, with a message naming it, where it cannot fit."""
+    check = [sys.executable, "-c", UNFIT_REWRITE, str(ROOT / "tests"), str(tmp_path / "memo")]
+    result = run_in(tmp_path, check, 120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("CodeMemo's patch of pytest's private _rewrite_test:")
+    assert "_rewrite_test('fn', 'config', 'extra')" in result.stdout
 
 
 def test_each_render_gets_mtimes_of_its_own_for_mypy(tmp_path: Path) -> None:
