@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 import pytest
 
-from tests.conftest import RENDER_SEED_VARIABLE, failure_excerpt, run_in
+from tests.conftest import BIN, RENDER_SEED_VARIABLE, failure_excerpt, run_in
 from tests.matrix import (
     DOCS_STUB,
     FENCE,
@@ -30,7 +30,10 @@ from tests.matrix import (
     PACKAGE,
     ROOT,
     RUNTIME_DIR,
+    ZIZMOR_AUDITED,
     Combination,
+    Files,
+    audit_keys,
     docs_link_forms_problems,
     docs_page_keys,
     example_skeleton,
@@ -771,6 +774,51 @@ def test_a_pytest_whose_rewrite_changed_is_named_and_left_alone(tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("CodeMemo's patch of pytest's private _rewrite_test:")
     assert "_rewrite_test('fn', 'config', 'extra')" in result.stdout
+
+
+INJECTED = '      - run: echo "${{ github.event.issue.title }}"\n'
+"""A step that zizmor's ``template-injection`` audit finds, planted in ``ci.yml``."""
+
+
+def _zizmor(project: Path, names: list[str]) -> tuple[int, dict[str, list[str]]]:
+    """zizmor's exit status on *names*, and where it found something in each."""
+    command = [str(BIN / "zizmor"), "--offline", "--no-config", "--no-progress", *names]
+    result = run_in(project, command, 120)
+    found = {name: re.findall(rf"--> {re.escape(name)}:(\d+:\d+)", result.stdout) for name in names}
+    return result.returncode, found
+
+
+def test_the_audit_of_a_file_reads_that_file_alone(
+    render: Callable[[Combination], Path], tmp_path: Path
+) -> None:
+    """``audit_keys``'s premise: a file's verdict is the same alone and beside others.
+
+    The matrix keys each audited file by its own bytes, so a file that passed in
+    one combination is not audited again beside other files in another.
+    """
+    project = shutil.copytree(render(Combination(ALL, True, True)), tmp_path / "project")
+    names = sorted(
+        name for name in audit_keys(Files.of(project)) if name.startswith(ZIZMOR_AUDITED)
+    )
+    assert {".github/workflows/ci.yml", ".github/workflows/docs.yml"} <= set(names)
+    ci = project / ".github" / "workflows" / "ci.yml"
+    text = ci.read_text(encoding="utf-8")
+    assert "      - run: uv sync\n" in text
+    ci.write_text(text.replace("      - run: uv sync\n", INJECTED + "      - run: uv sync\n", 1))
+    status, together = _zizmor(project, names)
+    assert status != 0
+    assert together[".github/workflows/ci.yml"] != []
+    for name in names:
+        alone_status, alone = _zizmor(project, [name])
+        assert alone[name] == together[name], name
+        assert (alone_status == 0) == (together[name] == []), name
+    # prek validates the configuration it is given, with nothing of the project beside it.
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    shutil.copy2(project / ".pre-commit-config.yaml", lonely)
+    for folder in (project, lonely):
+        command = [str(BIN / "prek"), "validate-config", ".pre-commit-config.yaml"]
+        assert run_in(folder, command, 120).returncode == 0, folder
 
 
 def test_each_render_gets_mtimes_of_its_own_for_mypy(tmp_path: Path) -> None:
