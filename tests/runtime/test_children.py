@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import threading
 import warnings
 from typing import TYPE_CHECKING
 
@@ -139,3 +140,26 @@ def test_sigint_once_in_interrupts_the_function_it_names(
     sigint_once_in(_waits.__code__)
     with pytest.raises(KeyboardInterrupt):
         _waits()
+
+
+def test_in_another_thread_hands_back_what_the_call_raised() -> None:
+    threads: list[str] = []
+
+    def record_and_raise() -> None:
+        threads.append(threading.current_thread().name)
+        raise KeyboardInterrupt
+
+    [raised] = children.in_another_thread(record_and_raise)
+    assert isinstance(raised, KeyboardInterrupt)
+    assert threads == ["in_another_thread"]
+    assert children.in_another_thread(threads.clear) == []
+    assert threads == []
+
+
+def test_in_another_thread_fails_the_test_when_the_thread_hangs() -> None:
+    release = threading.Event()
+    try:
+        with pytest.raises(pytest.fail.Exception, match=r"still ran .* after 0\.1 s"):
+            children.in_another_thread(release.wait, timeout=0.1)
+    finally:
+        release.set()

@@ -1,8 +1,9 @@
-"""Test tools for the resources' tests: a forked child, a signal at one point.
+"""Test tools for the resources' tests: a forked child, a thread, a signal at one point.
 
 ``left_in_child`` (and ``async_left_in_child``) forks inside a block and lets the
 child leave it first; ``run_in_child`` runs a function in a forked child.  In
 either, the test fails if anything raised or warned in the child.
+``in_another_thread`` runs a function in a thread and hands back what it raised.
 ``raising_handler``, ``signal_at_line``, ``signal_at_c_return`` and
 ``sigint_once_in`` deliver a signal whose Python handler raises at one exact
 point.  The project's tests import them from here; they need ``pytest`` for
@@ -118,6 +119,29 @@ def run_in_child(function: Callable[[], object]) -> None:
         record.end(write_end)
     os.close(write_end)
     _wait_for_child(pid, read_end)
+
+
+def in_another_thread(
+    call: Callable[[], object], timeout: float = 10.0
+) -> list[BaseException]:
+    """Run *call* in a new thread and wait for it; what it raised, if anything.
+
+    The test fails if the thread still runs after *timeout* seconds.
+    """
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as error:  # noqa: BLE001 - handed to the test
+            raised.append(error)
+
+    thread = threading.Thread(target=run, name="in_another_thread", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        pytest.fail(f"{call!r} still ran in another thread after {timeout} s")
+    return raised
 
 
 @contextlib.contextmanager

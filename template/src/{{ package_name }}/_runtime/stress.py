@@ -376,6 +376,28 @@ def open_fds() -> dict[int, str]:
     return found
 
 
+def serve_directory(directory: Path, stack: contextlib.ExitStack) -> str:
+    """Serve *directory* over HTTP from a child process, until *stack* closes; its URL.
+
+    A child: the server's sockets and threads are not the test's to count.
+    """
+    server = stack.enter_context(
+        subprocess.Popen(
+            [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1"],
+            cwd=directory,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+    )
+    stack.callback(server.kill)
+    if server.stdout is None:  # never: a pipe
+        raise RuntimeError("the HTTP server has no pipe")
+    with server.stdout:
+        banner = server.stdout.readline()  # Serving HTTP on 127.0.0.1 port N (...)
+    return f"http://127.0.0.1:{int(banner.split()[5])}"
+
+
 def _nothing(value: object) -> None:
     pass
 
