@@ -97,8 +97,10 @@ def preload(tools: list[str]) -> None:
         import _pytest.config
         import pytest  # noqa: F401
 
-        for name in _pytest.config.default_plugins:
-            importlib.import_module(f"_pytest.{name}")
+        # A private list: a pytest without it is only not preloaded, never wrong.
+        for name in getattr(_pytest.config, "default_plugins", ()):
+            with contextlib.suppress(ModuleNotFoundError):
+                importlib.import_module(f"_pytest.{name}")
         # The plugins themselves are left to the child: pytest rewrites the asserts
         # of what PYTEST_PLUGINS names, and warns if it was imported before.  What
         # they import is preloaded.
