@@ -273,6 +273,7 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "helpers",
     "leak_check",
     "leftovers",
+    "loopback",
     "pytest_plugin",
     "snapshot",
     "stress",

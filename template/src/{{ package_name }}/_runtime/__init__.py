@@ -15,4 +15,5 @@ project's ``tests/stress/`` alone: it needs ``hypothesis``, a dev dependency.
 and ``suite`` (a pytest plugin) sets up their session; ``_checks`` holds the
 argument checks that several resources share.  ``leftovers`` (what an unfinished
 ``copier update`` left) imports nothing: the project's tests load it by its path.
+``loopback`` is the HTTP server that the HTTP resources' tests talk to.
 """
