@@ -261,6 +261,7 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "_checks",
     "_cleanup",
     "_faults",
+    "_pools",
     "_process",
     "_resource",
     "async_conformance",

@@ -22,6 +22,7 @@ from _runtime.stress import (
     _sort_warnings,
     _spin,
     _Tally,
+    committed_uses,
     note_progress,
     play,
     running,
@@ -112,6 +113,22 @@ def test_a_killed_writer_reports_what_it_started_and_committed(
         for start in range(0, 50, 10):
             started, committed = killer.kill(target, start, 0.005)
             assert start <= committed <= started <= committed + 1
+
+
+@pytest.mark.parametrize(
+    ("log", "committed"),
+    [
+        ([], 0),
+        (["use", "use", "exit"], 2),
+        (["use", "use", "raise"], 0),
+        (["use", "close", "use-outside"], 1),
+        (["use", "exit", "use", "raise", "use-outside", "use-outside"], 3),
+    ],
+)
+def test_a_transactions_log_commits_the_uses_of_blocks_that_exit(
+    log: list[str], committed: int
+) -> None:
+    assert committed_uses(log) == committed
 
 
 STRESS_CONFTEST = """

@@ -13,7 +13,8 @@ The stress tier's machinery, ``stress`` and ``async_stress``, is imported by the
 project's ``tests/stress/`` alone: it needs ``hypothesis``, a dev dependency.
 ``children`` (a forked child, a signal at one point) serves the project's tests,
 and ``suite`` (a pytest plugin) sets up their session; ``_checks`` holds the
-argument checks that several resources share.  ``leftovers`` (what an unfinished
-``copier update`` left) imports nothing: the project's tests load it by its path.
+argument checks that several resources share, ``_pools`` what the two pools
+share.  ``leftovers`` (what an unfinished ``copier update`` left) imports
+nothing: the project's tests load it by its path.
 ``loopback`` is the HTTP server that the HTTP resources' tests talk to.
 """

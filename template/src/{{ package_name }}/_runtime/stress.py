@@ -799,6 +799,24 @@ class Case:
     steps: dict[str, int] = field(default_factory=dict)
 
 
+def committed_uses(log: list[str]) -> int:
+    """How many uses a transaction's *log* (a ``Case``'s) leaves committed.
+
+    A use in the block (``"use"``) is committed by the block's exit and undone
+    by a raise or a ``close()``, which roll back; a use outside any block
+    (``"use-outside"``) commits at once, as the connection autocommits it.
+    """
+    pending = committed = 0
+    for event in log:
+        pending += event == "use"
+        committed += event == "use-outside"
+        if event == "exit":
+            committed += pending
+        if event in ("exit", "raise", "close"):
+            pending = 0
+    return committed
+
+
 @contextlib.contextmanager
 def _counting_releases(cls: type) -> Iterator[dict[int, int]]:
     """Count the calls of ``cls._release``, by object."""
