@@ -175,7 +175,12 @@ TOOLKIT_MODULES = (
     "_runtime/async_conformance",
 )
 """The leak and contract toolkit (``testing`` names its tools): ``test_testing.py``."""
-CORE_MODULES = ("_runtime/helpers", "_runtime/async_helpers", *TOOLKIT_MODULES)
+CORE_MODULES = (
+    "_runtime/helpers",
+    "_runtime/async_helpers",
+    "_runtime/_pools",
+    *TOOLKIT_MODULES,
+)
 """Runtime modules whose mutants are checked after the resources'."""
 CONTRACT_MODULES = ("_runtime/_resource", "_runtime/_async_resource")
 """The contract, which every class shares: the runtime's whole suite covers it."""
@@ -202,8 +207,8 @@ def tests_of(module: str) -> list[str]:
     if module in TOOLKIT_MODULES:
         return [str(RUNTIME_SUITE / "test_testing.py")]
     name = module.rpartition("/")[2]
-    if module.startswith(RUNTIME_PREFIX):
-        return [str(RUNTIME_SUITE / f"test_{name}.py")]
+    if module.startswith(RUNTIME_PREFIX):  # _runtime/_pools: test_pools.py
+        return [str(RUNTIME_SUITE / f"test_{name.lstrip('_')}.py")]
     return [f"tests/test_{name}.py"]
 
 
