@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import gc
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, Self, TypeVar
 
 import pytest
+from _runtime import children
 from _runtime._pools import DeferringSubmit, PoolResource
 from _runtime._resource import deferred_interrupts
 from _runtime.errors import ClosedResourceError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
-    from concurrent.futures import Future
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -46,14 +46,21 @@ class _Executor(DeferringSubmit, _Recording):
 
 
 class Pool(PoolResource["Pool"]):
-    """The smallest pool: a thread pool shut down by its release."""
+    """The smallest pool: a thread pool shut down by its release.
 
-    __slots__ = ()
+    ``shut_down`` is set once the release has shut the executor down, before it
+    waits for the tasks: a task that waits for it runs until then.
+    ``interrupt_release`` makes the next release raise ``KeyboardInterrupt``.
+    """
+
+    __slots__ = ("interrupt_release", "shut_down")
 
     _executor: _Executor | None
 
     def __init__(self, max_workers: int | None = None) -> None:
         PoolResource.__init__(self, max_workers, "threads")
+        self.shut_down = threading.Event()
+        self.interrupt_release = False
 
     def __repr__(self) -> str:
         return "Pool()"
@@ -73,8 +80,13 @@ class Pool(PoolResource["Pool"]):
         executor = self._executor
         if executor is not None:
             self._closing = True
+            if self.interrupt_release:
+                self.interrupt_release = False
+                raise KeyboardInterrupt
             cancel = self._cancels(succeeded=succeeded)
-            executor.shutdown(wait=not self._collected, cancel_futures=cancel)
+            executor.shutdown(wait=False, cancel_futures=cancel)
+            self.shut_down.set()
+            executor.shutdown(wait=not self._collected)
             self._executor = None
 
 
@@ -150,36 +162,114 @@ def test_the_release_cancels_by_close_s_choice_else_on_failure(
     assert pool._cancels(succeeded=succeeded) is cancels
 
 
-def test_close_cancels_pending_tasks_when_asked_and_forgets_the_choice() -> None:
-    started, release = threading.Event(), threading.Event()
+def _run_and_queue(pool: Pool) -> tuple[Future[bool], Future[None]]:
+    """A task that runs until the pool is shut down, and one queued behind it."""
+    started = threading.Event()
 
-    def block() -> None:
+    def block() -> bool:
         started.set()
-        release.wait(10)
+        return pool.shut_down.wait(10)
 
-    with Pool(1) as pool:
-        running = pool.submit(block)
-        pending = pool.submit(print)
-        started.wait(10)
-        threading.Timer(0.05, release.set).start()
+    running = pool.submit(block)
+    pending = pool.submit(print, end="")
+    assert started.wait(10)
+    return running, pending
+
+
+@pytest.mark.parametrize(
+    ("close", "cancelled"),
+    [
+        (lambda pool: pool.close(), False),
+        (lambda pool: pool.close(cancel_futures=False), False),
+        (lambda pool: pool.close(cancel_futures=True), True),
+        (lambda pool: pool.__exit__(None, None, None), False),
+        (lambda pool: pool.__exit__(ValueError, ValueError(), None), True),
+    ],
+    ids=["close()", "close(False)", "close(True)", "exit", "exit-on-error"],
+)
+def test_the_release_cancels_pending_tasks_by_close_s_choice_else_on_error(
+    close: Callable[[Pool], object], cancelled: bool
+) -> None:
+    pool = Pool(1).__enter__()
+    running, pending = _run_and_queue(pool)
+    close(pool)
+    assert pool.closed
+    assert pool._cancel_futures is None
+    assert running.result(0) is True  # ran until the shutdown: waited for
+    assert pending.cancelled() is cancelled
+    assert pending.done()
+
+
+def test_an_interrupted_close_forgets_its_choice() -> None:
+    pool = Pool(1).__enter__()
+    running, pending = _run_and_queue(pool)
+    pool.interrupt_release = True
+    with pytest.raises(KeyboardInterrupt):
         pool.close(cancel_futures=True)
-        assert pool._cancel_futures is None
-    assert running.done()
-    assert not running.cancelled()
-    assert pending.cancelled()
+    assert pool._cancel_futures is None
+    assert not pool.closed
+    pool.close()  # the release again, without the interrupted close's choice
+    assert running.result(0) is True
+    assert not pending.cancelled()
 
 
 def test_close_from_a_worker_is_refused_and_changes_nothing() -> None:
     def close_the_pool(pool: Pool) -> str:
         with pytest.raises(RuntimeError, match="would wait for the thread that calls"):
-            pool.close()
+            pool.close(cancel_futures=True)
         return "refused"
 
     with Pool(1) as pool:
         assert pool.submit(close_the_pool, pool).result(10) == "refused"
+        closed = [pool.closed]
+        assert pool._cancel_futures is None
+        running, pending = _run_and_queue(pool)
+    closed.append(pool.closed)
+    assert closed == [False, True]
+    assert running.result(0) is True
+    assert not pending.cancelled()  # the refused close's choice was not kept
+
+
+def test_close_in_a_child_forked_by_a_worker_closes_the_child_s_copy() -> None:
+    """The copy in the child waits for nobody, and asks no lock who would."""
+
+    def close_the_copy(pool: Pool) -> None:
+        pool.close()
+        assert pool.closed
+
+    def fork_and_close(pool: Pool, go: threading.Event) -> None:
+        assert go.wait(10)
+        children.run_in_child(lambda: close_the_copy(pool))
+
+    go = threading.Event()
+    with Pool(1) as pool:
+        executor = pool._executor
+        assert executor is not None
+        forked = pool.submit(fork_and_close, pool, go)
+        # Held at the fork by a thread the child does not have: never released
+        # there, so the child's close() must not ask which thread it is.
+        with executor._shutdown_lock:
+            go.set()
+            forked.result(60)
         assert not pool.closed
         assert pool.submit(pow, 3, 2).result(10) == 9
-    assert pool.closed
+
+
+def test_a_map_timeout_counts_from_the_call() -> None:
+    release = threading.Event()
+    with Pool(1) as pool:
+        results = pool.map(release.wait, [10], timeout=0.05)
+        with pytest.raises(TimeoutError):
+            next(results)
+        release.set()
+
+
+def test_a_refusal_after_the_close_says_closed() -> None:
+    pool = Pool(1)
+    with pool:
+        pool._raise_if_closing(RuntimeError())  # not closing: no error
+    with pytest.raises(ClosedResourceError, match=r"Pool\(\) is closed"):
+        pool._raise_if_closing(RuntimeError())
 
 
 def test_a_pool_collected_open_waits_for_no_worker() -> None:

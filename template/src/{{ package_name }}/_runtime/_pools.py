@@ -30,7 +30,8 @@ class DeferringSubmit(Executor):
 
     ``submit`` may start a worker, in standard-library code that an interrupt
     could leave half done (a worker started but not recorded, which no shutdown
-    would stop).  It never waits for long, and ``map`` submits through it.
+    would stop).  It waits for no task, only for a worker to start (a process
+    pool's first one starts the fork server too), and ``map`` submits through it.
     """
 
     def submit(
@@ -65,8 +66,10 @@ class PoolResource(Resource[T_co]):
         self._collected = False
 
     def _collecting(self) -> None:
-        # The collector may run in one of the pool's own threads, and nobody can
-        # wait for the results any more: the release waits for no worker.
+        # The collector may run in a thread the release would wait for (a task,
+        # a process pool's manager), or while a task waits for the collecting
+        # thread; and nobody can wait for the results any more: the release joins
+        # nothing, and a process pool's workers stop at once.
         self._collected = True
 
     def submit(
