@@ -2,19 +2,27 @@
 
 ``check_resource`` proves a class's block, its close, re-entry and collection;
 these are the two states it does not visit: an object closed before its block,
-and one whose acquisition failed; and ``close_recorded``, with which a class
-releases the descriptors it recorded.
+and one whose acquisition failed; a ``close()`` that meets a release already
+running; and ``close_recorded``, with which a class releases the descriptors it
+recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import threading
+import time
+from typing import TYPE_CHECKING
 
 import pytest
+from _runtime import children
 from _runtime._async_resource import AsyncResource
 from _runtime._resource import Resource, close_recorded
 from _runtime.errors import ClosedResourceError, ReentryError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 class Held(Resource[list[str]]):
@@ -130,6 +138,75 @@ def test_a_failed_async_acquisition_spends_the_object() -> None:
                 pytest.fail("the body must not run")
 
     asyncio.run(main())
+
+
+class SlowRelease(Resource[None]):
+    """Its release calls ``during`` (if any), then waits for ``closing``."""
+
+    __slots__ = ("closing", "during", "released")
+
+    def __init__(self, during: Callable[[SlowRelease], None] | None = None) -> None:
+        Resource.__init__(self)
+        self.during = during
+        self.closing = threading.Event()
+        self.released = 0
+
+    def __repr__(self) -> str:
+        return "SlowRelease()"
+
+    def _acquire(self) -> None:
+        return None
+
+    def _release(self, *, succeeded: bool) -> None:
+        if self.during is not None:
+            self.during(self)
+        if self.closing.wait(10):
+            time.sleep(0.05)  # the other close() is in, and would return now
+        self.released += 1
+
+
+@pytest.mark.parametrize("first", ["exit", "close"])
+def test_close_during_another_threads_release_returns_once_it_has_ended(
+    first: str,
+) -> None:
+    resource = SlowRelease()
+    resource.__enter__()
+    claimed = threading.Event()
+    resource.during = lambda _: claimed.set()
+    seen: list[int] = []
+
+    def close_too() -> None:
+        assert claimed.wait(10)
+        resource.closing.set()
+        resource.close()
+        seen.append(resource.released)
+
+    closer = threading.Thread(target=close_too)
+    closer.start()
+    if first == "exit":
+        resource.__exit__(None, None, None)
+    else:
+        resource.close()
+    closer.join(10)
+    assert seen == [1]  # returned after the one release, not during it
+    assert resource.closed
+
+
+def test_close_called_back_from_its_own_release_returns_at_once() -> None:
+    def close_again(resource: SlowRelease) -> None:
+        resource.closing.set()
+        resource.close()  # waiting for the release would wait for itself
+
+    released: list[int] = []
+
+    def block() -> None:
+        resource = SlowRelease(close_again)
+        with resource:
+            pass
+        released.append(resource.released)
+
+    assert children.in_another_thread(block, timeout=10) == []
+    assert released == [1]
 
 
 def test_close_recorded_closes_the_last_descriptors_and_forgets_each() -> None:

@@ -549,9 +549,15 @@ class Resource(Lifecycle, Generic[T_co]):
         return ""
 
     def close(self) -> None:
-        """Release the resource now; again, or before entry, it does nothing."""
+        """Release the resource now; again, or before entry, it does nothing.
+
+        Called while another thread releases it (the block's exit, or a
+        ``close()`` there), it returns once that release has ended.
+        """
         if self._held_here(None):
             self._finish(None, succeeded=False)
+        elif self._state is RELEASING and not _releasing_here(self):
+            self._wait_for_release(None)
 
     def _finish(self, primary: BaseException | None, *, succeeded: bool) -> None:
         """Run ``_release`` once, however many threads call this at the same time.
@@ -601,6 +607,27 @@ class Resource(Lifecycle, Generic[T_co]):
             time.sleep(_RACE_POLL)
         if self._state is OPEN or self._state is OPENING:
             self._finish(primary, succeeded=False)
+
+
+def _releasing_here(resource: Resource[object]) -> bool:
+    """Whether the calling thread runs *resource*'s release, and calls back into it.
+
+    A ``close()`` that finds the object releasing waits for the release, unless
+    it is called from within it (a callback of the release, a signal handler),
+    which would wait for ever: the thread's frames tell, looked at only then.
+    """
+    import inspect  # noqa: PLC0415 - only a close() that meets a release needs it
+
+    frame = inspect.currentframe()
+    while frame is not None:
+        if frame.f_code in _CLAIMING_CODES and frame.f_locals.get("self") is resource:
+            return True
+        frame = frame.f_back
+    return False
+
+
+_CLAIMING_CODES = frozenset((Resource.__exit__.__code__, Resource._finish.__code__))
+"""The code of the two methods that claim a release and run it."""
 
 
 def _finish_in_finalizer(resource: Resource[object]) -> None:
