@@ -38,6 +38,7 @@ from tests.conftest import (
     run_in,
     runtime_suite_env,
     runtime_suite_requirements,
+    tool_env,
 )
 from tests.matrix import PACKAGE, ROOT, RUNTIME_PYTHON, TEMPLATE_RUNTIME, find_python, registry
 
@@ -269,7 +270,11 @@ def main() -> int:
             python = found
             if found != Path(sys.executable):
                 python = dev_environment(found, project, Path(temp))
-            targets[False] = Target(project / "src" / PACKAGE, project, python, None)
+            # As installed (uv sync) and as the matrix runs it: every interpreter
+            # the suite starts finds the package, multiprocessing's fork server
+            # among them, which preloads it without its parent's sys.path.
+            env = {**tool_env(), "PYTHONPATH": str(project / "src")}
+            targets[False] = Target(project / "src" / PACKAGE, project, python, env)
         for module in modules:
             run_tests(
                 targets[module.startswith(RUNTIME_PREFIX)], module, options.timeout, baseline=True
