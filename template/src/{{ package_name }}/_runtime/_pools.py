@@ -133,7 +133,8 @@ class PoolResource(Resource[T_co]):
 
         A method of its own: the traceback of the refusal keeps no executor alive.
         """
-        raise NotImplementedError
+        msg = f"{type(self).__name__} defines no _waits_for_caller()"
+        raise NotImplementedError(msg)
 
     def _cancels(self, *, succeeded: bool) -> bool:
         """Whether the release cancels pending tasks: ``close()``'s, or a failure."""
