@@ -4,6 +4,7 @@ blame a class: a short storm, random sequences and crashes on a trivial class.""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 import warnings
@@ -26,6 +27,7 @@ from _runtime.stress import (
     note_progress,
     play,
     running,
+    surviving_version,
 )
 
 if TYPE_CHECKING:
@@ -129,6 +131,47 @@ def test_a_transactions_log_commits_the_uses_of_blocks_that_exit(
     log: list[str], committed: int
 ) -> None:
     assert committed_uses(log) == committed
+
+
+@pytest.mark.parametrize(
+    ("batches", "started", "committed", "found"),
+    [
+        ([], 0, 0, 0),
+        ([], 1, 0, 0),
+        ([(1, 3)], 1, 1, 1),
+        ([(1, 3), (2, 3)], 3, 2, 2),
+        ([(3, 3), (4, 3), (5, 3)], 5, 4, 5),  # killed between commit and note
+        ([(3, 3), (4, 3), (5, 3)], 6, 5, 5),
+    ],
+)
+def test_a_killed_writers_whole_batches_give_its_last_version(
+    batches: list[tuple[int, int]], started: int, committed: int, found: int
+) -> None:
+    assert found == surviving_version(
+        batches, rows=3, started=started, committed=committed, where="kill 0"
+    )
+
+
+@pytest.mark.parametrize(
+    ("batches", "started", "committed", "says"),
+    [
+        ([(2, 3), (3, 3)], 3, 3, "kill 0: versions [2, 3]"),
+        ([(1, 3), (3, 3)], 3, 3, "kill 0: versions [1, 3]"),
+        ([(1, 3), (2, 3), (3, 3), (4, 3)], 4, 4, "versions [1, 2, 3, 4]"),
+        ([(1, 3), (2, 2)], 2, 2, "transactions cut short: [(2, 2)]"),
+        ([(1, 4)], 1, 1, "transactions cut short: [(1, 4)]"),
+        ([(1, 3), (2, 3)], 4, 3, "holds version 2; the writer had committed 3"),
+        ([(1, 3), (2, 3), (3, 3)], 2, 1, "holds version 3; the writer had"),
+        ([], 2, 1, "holds version 0; the writer had committed 1 and started 2"),
+    ],
+)
+def test_a_killed_writers_torn_or_lost_batches_are_named(
+    batches: list[tuple[int, int]], started: int, committed: int, says: str
+) -> None:
+    with pytest.raises(AssertionError, match=re.escape(says)):
+        surviving_version(
+            batches, rows=3, started=started, committed=committed, where="kill 0"
+        )
 
 
 STRESS_CONFTEST = """

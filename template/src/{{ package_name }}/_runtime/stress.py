@@ -40,7 +40,7 @@ from .errors import ClosedResourceError, ReentryError
 from .leak_check import LeakCheck
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from contextlib import AbstractContextManager, ExitStack
     from types import FrameType
 
@@ -815,6 +815,40 @@ def committed_uses(log: list[str]) -> int:
         if event in ("exit", "raise", "close"):
             pending = 0
     return committed
+
+
+def surviving_version(
+    batches: Sequence[tuple[int, int]],
+    *,
+    rows: int,
+    started: int,
+    committed: int,
+    where: str,
+) -> int:
+    """The last version a killed writer left, once its *batches* are checked.
+
+    A crash test's writer inserts *rows* rows of version after version, each in
+    one transaction that also deletes the versions older than the last three.
+    *batches* are the ``(version, row count)`` pairs read after its kill, by
+    version: each transaction is whole or absent, so they are the last three
+    versions (fewer at the start), each with all its rows, and the last one is
+    what the writer had committed, or had started if the kill came between its
+    commit and its note of it (``Killer.kill``).  A broken promise raises
+    ``AssertionError`` starting with *where*.
+    """
+    versions = [version for version, _ in batches]
+    found = versions[-1] if versions else 0
+    if versions != list(range(max(1, found - 2), found + 1)):
+        raise AssertionError(f"{where}: versions {versions}")
+    partial = [(version, count) for version, count in batches if count != rows]
+    if partial:
+        raise AssertionError(f"{where}: transactions cut short: {partial}")
+    if found not in (committed, started):
+        raise AssertionError(
+            f"{where}: the database holds version {found}; the writer had "
+            f"committed {committed} and started {started}"
+        )
+    return found
 
 
 @contextlib.contextmanager
