@@ -408,7 +408,13 @@ def check_resource(
     peers close).  At most *limit* faults of each kind are injected per phase.  A
     standard-library object dropped by an injected fault may be released by its
     own finalizer: its ``ResourceWarning`` is counted in the report, not raised.
-    The failed-call sweep adds an audit hook (``sys.addaudithook``) once: it
+    Each injected fault is dropped, traceback and all, before the check looks,
+    as a program that handles it and goes on drops it: what only the
+    interrupted frames held is released then, by its finalizer.  A class whose
+    release leaves something to those frames (a local it never closed) passes;
+    a test of its own that keeps the exception (as ``pytest.raises(...) as
+    caught``, a logger or ``sys.last_exc`` keeps it) across a ``LeakCheck``
+    catches it.  The failed-call sweep adds an audit hook (``sys.addaudithook``) once: it
     stays for the life of the interpreter and does nothing outside a sweep.
     """
     checker = _Checker(released, settle)
