@@ -414,8 +414,9 @@ def check_resource(
     release leaves something to those frames (a local it never closed) passes;
     a test of its own that keeps the exception (as ``pytest.raises(...) as
     caught``, a logger or ``sys.last_exc`` keeps it) across a ``LeakCheck``
-    catches it.  The failed-call sweep adds an audit hook (``sys.addaudithook``) once: it
-    stays for the life of the interpreter and does nothing outside a sweep.
+    catches it.  The failed-call sweep adds an audit hook (``sys.addaudithook``)
+    once: it stays for the life of the interpreter and does nothing outside a
+    sweep.
     """
     checker = _Checker(released, settle)
     with _OrphanAdoption(), warnings.catch_warnings(record=True) as caught:
