@@ -688,10 +688,22 @@ _PROCESS_LOCAL_LOCKS = (
     _thread.LockType,
     _thread.RLock,
     threading.Semaphore,  # BoundedSemaphore too
-    threading.Condition,
 )
 """Locks whose state lives in the memory of one process: a forked child has a
 copy, which it may release without changing the parent's."""
+
+
+def _process_local(lock: object) -> bool:
+    """Whether *lock*'s state lives in the memory of one process.
+
+    A ``threading.Condition`` is the lock it wraps (private ``_lock``, there
+    since 2.x), a ``multiprocessing`` one perhaps.
+    """
+    while isinstance(lock, threading.Condition):
+        lock = lock._lock  # type: ignore[attr-defined]
+    return isinstance(lock, _PROCESS_LOCAL_LOCKS)
+
+
 _TIMEOUT_MAX = threading.TIMEOUT_MAX
 _SECONDS = frozenset({int, float})
 """Timeout types that need no more than the range check (not ``bool``, a subclass)."""
@@ -796,7 +808,7 @@ class _TimedAcquisition(Resource[T_co], Generic[LockT, T_co]):
         lock (a ``multiprocessing`` one, in memory shared between processes, or
         a file lock) stays as it is: its release would be the parent's.
         """
-        if isinstance(self._lock, _PROCESS_LOCAL_LOCKS):
+        if _process_local(self._lock):
             self._release(succeeded=False)
         else:
             self._held = []
